@@ -1,0 +1,260 @@
+//! Commands: what an agent (or the system) asks the state machine to do. A [`Command`] carries the
+//! acting principal, the [`Action`], its idempotency key, the digest of the request and the time
+//! `ts` stamped by the leader (DESIGN §3). Nothing else enters the core.
+
+use crate::model::{Audience, Contract, Eligibility, Judge, MissingJudgment, ObligationId, Pin};
+use kungfu_types::{
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, MemoryId,
+    Micros, RequestDigest, Role, SecretHash, TaskId, ThreadId, Timestamp,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+
+/// Who issues a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Principal {
+    /// An authenticated agent.
+    Agent(AgentId),
+    /// Registration of a new agent, before it has an identity.
+    Registrar,
+    /// An operator (account state is set by the implementation, §4).
+    Operator,
+    /// The leader's deadline timer (L4). Never replayed, never keyed.
+    System,
+}
+
+/// One command, as it is written to the replicated log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    pub principal: Principal,
+    pub action: Action,
+    /// L3: one principal, one action kind and one key identify one logical request.
+    pub key: Option<IdempotencyKey>,
+    pub digest: RequestDigest,
+    /// Stamped by the leader; the only clock the core knows (L4).
+    pub ts: Timestamp,
+}
+
+impl Command {
+    /// Builds a command, computing the request digest from the action.
+    pub fn new(principal: Principal, action: Action, key: Option<IdempotencyKey>, ts: Timestamp) -> Command {
+        let digest = action.digest();
+        Command { principal, action, key, digest, ts }
+    }
+}
+
+/// A new admission grant: the role it binds and the hash of its bearer secret. The secret itself is
+/// generated outside the core and never enters the log (§12).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewGrant {
+    pub role: Role,
+    pub hash: SecretHash,
+    pub fingerprint: Fingerprint,
+}
+
+/// What an entry pins (§6.3): an existing Memory version, or new content that becomes a new private
+/// Memory of the author in the same action (a combined action, L2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PostBody {
+    Pin(Pin),
+    Content(Content),
+}
+
+/// An assignment created together with an entry (§6.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewAssignment {
+    pub addressee: AgentId,
+    pub criteria: Content,
+    pub output_structure: Option<Content>,
+    /// None = the configured default (L4).
+    pub delivery_window: Option<Micros>,
+    pub judgment_window: Option<Micros>,
+}
+
+/// A contract as the author states it (§7.1); unstated windows take the configured defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractDraft {
+    pub requirements: Content,
+    pub output_structure: Option<Content>,
+    pub inputs: Vec<Pin>,
+    pub references: Option<Content>,
+    pub delivery_window: Option<Micros>,
+    pub judgment_window: Option<Micros>,
+    pub on_missing_judgment: MissingJudgment,
+    pub acceptance: Content,
+    pub judge: Judge,
+    pub eligibility: Eligibility,
+    pub max_adoptions: Option<u32>,
+}
+
+impl ContractDraft {
+    /// A minimal contract: requirements and acceptance criteria, judged by the author.
+    pub fn simple(requirements: impl Into<Content>, acceptance: impl Into<Content>) -> ContractDraft {
+        ContractDraft {
+            requirements: requirements.into(),
+            output_structure: None,
+            inputs: Vec::new(),
+            references: None,
+            delivery_window: None,
+            judgment_window: None,
+            on_missing_judgment: MissingJudgment::Undecided,
+            acceptance: acceptance.into(),
+            judge: Judge::Author,
+            eligibility: Eligibility::default(),
+            max_adoptions: None,
+        }
+    }
+
+    pub(crate) fn into_contract(self, delivery_window: Micros, judgment_window: Micros) -> Contract {
+        Contract {
+            requirements: self.requirements,
+            output_structure: self.output_structure,
+            inputs: self.inputs,
+            references: self.references,
+            delivery_window,
+            judgment_window,
+            on_missing_judgment: self.on_missing_judgment,
+            acceptance: self.acceptance,
+            judge: self.judge,
+            eligibility: self.eligibility,
+            max_adoptions: self.max_adoptions,
+        }
+    }
+}
+
+/// Every action of the protocol, plus the system's expiry (L4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    // §4 Agent
+    RegisterAgent { key_hash: SecretHash, key_fingerprint: Fingerprint },
+    DeactivateAgent { agent: AgentId },
+    // §5 Memory
+    CreateMemory { content: Content },
+    UpdateMemory { memory: MemoryId, content: Content },
+    PublishMemory { memory: MemoryId },
+    UnpublishMemory { memory: MemoryId },
+    WithdrawMemory { memory: MemoryId },
+    // §6.1, §6.2 Thread and membership
+    CreateThread { subject: Content, grant: Option<NewGrant> },
+    IssueGrant { thread: ThreadId, grant: NewGrant },
+    VoidGrant { thread: ThreadId },
+    Join { grant_hash: SecretHash },
+    Leave { thread: ThreadId },
+    Remove { thread: ThreadId, member: AgentId },
+    ChangeRole { thread: ThreadId, member: AgentId, role: Role },
+    // §6.3 Entries and responses
+    Post {
+        thread: ThreadId,
+        body: PostBody,
+        reply_to: Option<EntrySeq>,
+        ask: Option<BTreeSet<AgentId>>,
+        task_ref: Option<TaskId>,
+        assignment: Option<NewAssignment>,
+    },
+    Handle { thread: ThreadId, entry: EntrySeq, note: Option<Content> },
+    Retract { thread: ThreadId, entry: EntrySeq },
+    // §6.5
+    CloseThread { thread: ThreadId },
+    // §6.4 Assignments
+    TakeAssignment { assignment: AssignmentId },
+    DeliverAssignment { assignment: AssignmentId, output: Content },
+    AdoptAssignment { assignment: AssignmentId },
+    RejectAssignment { assignment: AssignmentId, reason: Content },
+    DropAssignment { assignment: AssignmentId },
+    VoidAssignment { assignment: AssignmentId },
+    // §7 Task
+    CreateTask { audience: Audience, contract: ContractDraft },
+    ReviseContract { task: TaskId, contract: ContractDraft },
+    PauseTask { task: TaskId },
+    ResumeTask { task: TaskId },
+    TakeTask { task: TaskId },
+    /// Deliver on the caller's open engagement; with `take`, take first in the same action (§7.3).
+    DeliverTask { task: TaskId, output: Content, take: bool },
+    DropEngagement { engagement: EngagementId },
+    AdoptEngagement { engagement: EngagementId },
+    RejectEngagement { engagement: EngagementId, reason: Content },
+    // L4
+    /// Proposed by the leader's timer: ends the obligation if it is still open and due.
+    Expire { obligation: ObligationId, due_at: Timestamp },
+}
+
+macro_rules! kinds {
+    ($($variant:ident => $text:literal,)*) => {
+        /// The kind of an action: part of the replay key (L3) and of metrics labels.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum ActionKind { $($variant,)* }
+
+        impl ActionKind {
+            pub const ALL: &'static [ActionKind] = &[$(ActionKind::$variant,)*];
+            pub fn as_str(self) -> &'static str {
+                match self { $(ActionKind::$variant => $text,)* }
+            }
+        }
+
+        impl Action {
+            pub fn kind(&self) -> ActionKind {
+                match self { $(Action::$variant { .. } => ActionKind::$variant,)* }
+            }
+        }
+    };
+}
+
+kinds! {
+    RegisterAgent => "register_agent",
+    DeactivateAgent => "deactivate_agent",
+    CreateMemory => "create_memory",
+    UpdateMemory => "update_memory",
+    PublishMemory => "publish_memory",
+    UnpublishMemory => "unpublish_memory",
+    WithdrawMemory => "withdraw_memory",
+    CreateThread => "create_thread",
+    IssueGrant => "issue_grant",
+    VoidGrant => "void_grant",
+    Join => "join",
+    Leave => "leave",
+    Remove => "remove",
+    ChangeRole => "change_role",
+    Post => "post",
+    Handle => "handle",
+    Retract => "retract",
+    CloseThread => "close_thread",
+    TakeAssignment => "take_assignment",
+    DeliverAssignment => "deliver_assignment",
+    AdoptAssignment => "adopt_assignment",
+    RejectAssignment => "reject_assignment",
+    DropAssignment => "drop_assignment",
+    VoidAssignment => "void_assignment",
+    CreateTask => "create_task",
+    ReviseContract => "revise_contract",
+    PauseTask => "pause_task",
+    ResumeTask => "resume_task",
+    TakeTask => "take_task",
+    DeliverTask => "deliver_task",
+    DropEngagement => "drop_engagement",
+    AdoptEngagement => "adopt_engagement",
+    RejectEngagement => "reject_engagement",
+    Expire => "expire",
+}
+
+impl Action {
+    /// L3: the digest of the request's semantic inputs. Fresh secret material is left out: a retry
+    /// of a grant or a registration mints a new secret but is the same logical request.
+    pub fn digest(&self) -> RequestDigest {
+        let mut view = self.clone();
+        let blank = |g: &mut NewGrant| {
+            g.hash = SecretHash([0; 32]);
+            g.fingerprint = Fingerprint(String::new());
+        };
+        match &mut view {
+            Action::RegisterAgent { key_hash, key_fingerprint } => {
+                *key_hash = SecretHash([0; 32]);
+                *key_fingerprint = Fingerprint(String::new());
+            }
+            Action::CreateThread { grant: Some(g), .. } | Action::IssueGrant { grant: g, .. } => blank(g),
+            _ => {}
+        }
+        let bytes = crate::codec::encode(&view);
+        RequestDigest(Sha256::digest(&bytes).into())
+    }
+}

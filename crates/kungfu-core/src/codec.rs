@@ -1,0 +1,28 @@
+//! The one canonical binary encoding of the core's values (bincode 2, standard configuration,
+//! through serde). Request digests and receipt bytes are computed with it, so it must never change
+//! for a released value; storage wraps it in a versioned envelope of its own.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// Encodes a value. Encoding our own types into a `Vec` cannot fail.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    match bincode::serde::encode_to_vec(value, config()) {
+        Ok(bytes) => bytes,
+        // Our types contain no maps with non-string keys or other shapes bincode refuses.
+        Err(e) => panic!("bincode cannot encode a core value: {e}"),
+    }
+}
+
+/// Decodes a value, rejecting trailing bytes.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let (value, read) = bincode::serde::decode_from_slice(bytes, config()).map_err(|e| e.to_string())?;
+    if read != bytes.len() {
+        return Err(format!("{} trailing bytes", bytes.len() - read));
+    }
+    Ok(value)
+}

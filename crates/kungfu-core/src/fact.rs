@@ -1,0 +1,199 @@
+//! Facts (L1): the recorded results of actions, deadlines and account-state changes. State follows
+//! from facts alone: [`crate::evolve`] is the only code that changes records, and it reads nothing
+//! but the current state and one fact. A combined action records the facts of its base actions in
+//! order (L2).
+
+use crate::model::{
+    AssignmentSpec, Audience, Contract, MembershipEnd, MissingJudgment, ObligationId, Pin,
+};
+use kungfu_types::{
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, ObjectRef, Role,
+    SecretHash, TaskId, ThreadId, Timestamp, Version,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// A judgment verdict (§6.4, §7.3). A rejection carries a reason the other party can read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    Adopt,
+    Reject { reason: Content },
+}
+
+/// How an expired obligation ended (L4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExpiryResult {
+    /// The delivery deadline passed without delivery.
+    TimedOut,
+    /// The judgment deadline passed without judgment; never held against the taker.
+    Undecided,
+    /// The judgment deadline passed and the contract states adoption as the result (§7.1).
+    Adopted,
+}
+
+/// One fact. The variants name what happened, in the past tense.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fact {
+    // §4
+    AgentRegistered { agent: AgentId, key_hash: SecretHash, key_fingerprint: Fingerprint },
+    /// §4: in one fact, the memberships end and governor-less open threads close.
+    AgentDeactivated { agent: AgentId, memberships_ended: Vec<ThreadId>, threads_closed: Vec<ThreadId> },
+    // §5
+    MemoryCreated { memory: MemoryId, author: AgentId, content: Content },
+    MemoryUpdated { memory: MemoryId, version: Version, content: Content },
+    MemoryPublished { memory: MemoryId },
+    MemoryUnpublished { memory: MemoryId },
+    MemoryWithdrawn { memory: MemoryId },
+    // §6.1, §6.2
+    ThreadCreated { thread: ThreadId, creator: AgentId, subject: Content },
+    GrantIssued { thread: ThreadId, number: u32, role: Role, hash: SecretHash, fingerprint: Fingerprint },
+    GrantVoided { thread: ThreadId },
+    Joined { thread: ThreadId, agent: AgentId, role: Role, via_grant: u32 },
+    MembershipEnded { thread: ThreadId, agent: AgentId, reason: MembershipEnd },
+    RoleChanged { thread: ThreadId, agent: AgentId, from: Role, to: Role, by: AgentId },
+    // §6.3
+    Posted {
+        thread: ThreadId,
+        entry: EntrySeq,
+        author: AgentId,
+        pin: Pin,
+        reply_to: Option<EntrySeq>,
+        ask: Option<BTreeSet<AgentId>>,
+        responders: BTreeSet<AgentId>,
+        task_ref: Option<TaskId>,
+    },
+    Handled { thread: ThreadId, entry: EntrySeq, responder: AgentId, note: Option<Content> },
+    Retracted { thread: ThreadId, entry: EntrySeq },
+    // §6.5
+    ThreadClosed { thread: ThreadId, by: Option<AgentId> },
+    // §6.4
+    AssignmentCreated {
+        assignment: AssignmentId,
+        thread: ThreadId,
+        entry: EntrySeq,
+        creator: AgentId,
+        addressee: AgentId,
+        spec: AssignmentSpec,
+    },
+    AssignmentTaken { assignment: AssignmentId, thread: ThreadId },
+    AssignmentDelivered { assignment: AssignmentId, thread: ThreadId, output: Content },
+    AssignmentJudged { assignment: AssignmentId, thread: ThreadId, verdict: Verdict },
+    AssignmentDropped { assignment: AssignmentId, thread: ThreadId },
+    AssignmentVoided { assignment: AssignmentId, thread: ThreadId },
+    // §7
+    TaskCreated { task: TaskId, author: AgentId, audience: Audience, contract: Contract },
+    ContractRevised { task: TaskId, version: Version, contract: Contract },
+    TaskPaused { task: TaskId },
+    TaskResumed { task: TaskId },
+    Engaged {
+        engagement: EngagementId,
+        task: TaskId,
+        agent: AgentId,
+        contract_version: Version,
+        inputs: Vec<Pin>,
+        judge: AgentId,
+        on_missing_judgment: MissingJudgment,
+    },
+    EngagementDelivered { engagement: EngagementId, task: TaskId, output: Content },
+    EngagementJudged { engagement: EngagementId, task: TaskId, verdict: Verdict },
+    EngagementDropped { engagement: EngagementId, task: TaskId },
+    // L4
+    /// A deadline ended an obligation: exactly one terminal fact per obligation (L5).
+    DeadlinePassed { obligation: ObligationId, object: ObjectRef, due_at: Timestamp, result: ExpiryResult },
+}
+
+impl Fact {
+    /// The journals this fact is recorded in: the objects it changes. The first is its home.
+    pub fn objects(&self) -> Vec<ObjectRef> {
+        use Fact::*;
+        match self {
+            AgentRegistered { agent, .. } => vec![ObjectRef::Agent(*agent)],
+            AgentDeactivated { agent, memberships_ended, .. } => {
+                let mut v = vec![ObjectRef::Agent(*agent)];
+                v.extend(memberships_ended.iter().map(|t| ObjectRef::Thread(*t)));
+                v
+            }
+            MemoryCreated { memory, .. }
+            | MemoryUpdated { memory, .. }
+            | MemoryPublished { memory }
+            | MemoryUnpublished { memory }
+            | MemoryWithdrawn { memory } => vec![ObjectRef::Memory(*memory)],
+            ThreadCreated { thread, .. }
+            | GrantIssued { thread, .. }
+            | GrantVoided { thread }
+            | Joined { thread, .. }
+            | MembershipEnded { thread, .. }
+            | RoleChanged { thread, .. }
+            | Posted { thread, .. }
+            | Handled { thread, .. }
+            | Retracted { thread, .. }
+            | ThreadClosed { thread, .. }
+            | AssignmentCreated { thread, .. }
+            | AssignmentTaken { thread, .. }
+            | AssignmentDelivered { thread, .. }
+            | AssignmentJudged { thread, .. }
+            | AssignmentDropped { thread, .. }
+            | AssignmentVoided { thread, .. } => vec![ObjectRef::Thread(*thread)],
+            TaskCreated { task, .. }
+            | ContractRevised { task, .. }
+            | TaskPaused { task }
+            | TaskResumed { task }
+            | Engaged { task, .. }
+            | EngagementDelivered { task, .. }
+            | EngagementJudged { task, .. }
+            | EngagementDropped { task, .. } => vec![ObjectRef::Task(*task)],
+            DeadlinePassed { object, .. } => vec![*object],
+        }
+    }
+
+    /// A short structural name of the fact, for history digests and logs. Never content (L6).
+    pub fn name(&self) -> &'static str {
+        use Fact::*;
+        match self {
+            AgentRegistered { .. } => "agent_registered",
+            AgentDeactivated { .. } => "agent_deactivated",
+            MemoryCreated { .. } => "memory_created",
+            MemoryUpdated { .. } => "memory_updated",
+            MemoryPublished { .. } => "memory_published",
+            MemoryUnpublished { .. } => "memory_unpublished",
+            MemoryWithdrawn { .. } => "memory_withdrawn",
+            ThreadCreated { .. } => "thread_created",
+            GrantIssued { .. } => "grant_issued",
+            GrantVoided { .. } => "grant_voided",
+            Joined { .. } => "joined",
+            MembershipEnded { .. } => "membership_ended",
+            RoleChanged { .. } => "role_changed",
+            Posted { .. } => "posted",
+            Handled { .. } => "handled",
+            Retracted { .. } => "retracted",
+            ThreadClosed { .. } => "thread_closed",
+            AssignmentCreated { .. } => "assignment_created",
+            AssignmentTaken { .. } => "assignment_taken",
+            AssignmentDelivered { .. } => "assignment_delivered",
+            AssignmentJudged { .. } => "assignment_judged",
+            AssignmentDropped { .. } => "assignment_dropped",
+            AssignmentVoided { .. } => "assignment_voided",
+            TaskCreated { .. } => "task_created",
+            ContractRevised { .. } => "contract_revised",
+            TaskPaused { .. } => "task_paused",
+            TaskResumed { .. } => "task_resumed",
+            Engaged { .. } => "engaged",
+            EngagementDelivered { .. } => "engagement_delivered",
+            EngagementJudged { .. } => "engagement_judged",
+            EngagementDropped { .. } => "engagement_dropped",
+            DeadlinePassed { .. } => "deadline_passed",
+        }
+    }
+}
+
+/// A fact as journaled: its place in the global order (`seq` of its command, `idx` within it), the
+/// time of the command, and who caused it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournaledFact {
+    pub seq: u64,
+    pub idx: u32,
+    pub at: Timestamp,
+    /// The acting agent; None for system deadlines, registration and operator actions.
+    pub actor: Option<AgentId>,
+    pub fact: Fact,
+}

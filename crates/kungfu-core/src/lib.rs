@@ -1,0 +1,42 @@
+//! The Kungfu protocol (spec 1.0, Full profile) as a pure, deterministic state machine.
+//!
+//! `apply(state, command) -> facts, changed records, receipt | rejection`, with no IO, no async,
+//! no clock and no randomness: the leader stamps `ts` on the command, storage supplies the state
+//! through [`StateRead`] and commits the returned [`Changeset`] atomically.
+//!
+//! Table of contents:
+//! - [`action`]: commands and the actions of §4–§7, plus the system's expiry (L4).
+//! - [`engine`]: [`apply`], the one entry point for writes: replay (L3), deadlines first (L4),
+//!   all-or-nothing decisions (L2).
+//! - `decide` (private): the preconditions of every action and the facts it records.
+//! - [`evolve`]: the fold of one fact into the state, the only code that changes records (L1).
+//! - [`fact`], [`receipt`], [`model`]: facts, receipts and records.
+//! - [`read`]: the turn, opportunities, working sets and content on demand (§8, §9).
+//! - [`state`], [`keys`], [`codec`]: the state interface, its key layout and the canonical encoding.
+//! - [`limits`]: capacity limits and deadline defaults (L4).
+//! - [`validate`], [`rebuild`]: whole-state invariant checks and the rebuild from facts (L1).
+//! - [`secret`]: hashes and fingerprints of one-time secrets (L3, §12).
+
+pub mod action;
+pub mod codec;
+mod decide;
+pub mod engine;
+pub mod evolve;
+pub mod fact;
+pub mod keys;
+pub mod limits;
+pub mod model;
+pub mod read;
+pub mod rebuild;
+pub mod receipt;
+pub mod secret;
+pub mod state;
+pub mod validate;
+
+pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewGrant, PostBody, Principal};
+pub use decide::obligation_object;
+pub use engine::{Applied, apply};
+pub use fact::{ExpiryResult, Fact, JournaledFact, Verdict};
+pub use limits::Limits;
+pub use receipt::{ActionResult, GrantReceipt, Receipt, StoredReceipt};
+pub use state::{Changeset, MemState, Record, StateError, StateExt, StateRead, Tx};

@@ -1,0 +1,458 @@
+//! The records of the protocol state. Lifecycles are enums that carry their data, so a record in a
+//! terminal state cannot also hold a running deadline. Structure and content are separate fields
+//! everywhere (L6): every participant-written value is a [`Content`] and nothing else is.
+
+use kungfu_types::{
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, Micros,
+    ObjectRef, Role, SecretHash, TaskId, ThreadId, Timestamp, Version,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Id counters and the apply sequence. Ids come from here so every replica allocates the same ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Number of commands that recorded at least one fact; orders facts across journals (L1).
+    pub seq: u64,
+    pub agents: u64,
+    pub memories: u64,
+    pub threads: u64,
+    pub assignments: u64,
+    pub tasks: u64,
+    pub engagements: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// §4 Agent
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: AgentId,
+    pub registered_at: Timestamp,
+    /// SHA-256 of the agent's bearer key; the key itself is never stored (§12).
+    pub key_hash: SecretHash,
+    pub key_fingerprint: Fingerprint,
+    pub state: AgentState,
+    /// Memories created, for the capacity limit.
+    pub memories: u32,
+    /// Tasks created, for the capacity limit.
+    pub tasks: u32,
+    /// Open threads the agent currently belongs to, for the capacity limit.
+    pub open_threads: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentState {
+    Active,
+    Deactivated { at: Timestamp },
+}
+
+impl Agent {
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, AgentState::Active)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// §5 Memory
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    pub id: MemoryId,
+    pub author: AgentId,
+    pub created_at: Timestamp,
+    pub current: Version,
+    pub visibility: Visibility,
+    pub state: MemoryState,
+}
+
+impl Memory {
+    pub fn is_valid(&self) -> bool {
+        matches!(self.state, MemoryState::Valid)
+    }
+    pub fn is_public(&self) -> bool {
+        self.visibility == Visibility::Public
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Visibility {
+    Private,
+    Public,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemoryState {
+    Valid,
+    /// §5: terminal; no further versions, no new references.
+    Withdrawn { at: Timestamp },
+}
+
+/// One immutable version of a Memory (§5: "Versions are immutable").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryVersion {
+    pub memory: MemoryId,
+    pub version: Version,
+    pub created_at: Timestamp,
+    pub content: Content,
+}
+
+/// §5: "A reference always pins one version."
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Pin {
+    pub memory: MemoryId,
+    pub version: Version,
+}
+
+// ---------------------------------------------------------------------------------------------
+// §6 Thread
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    pub id: ThreadId,
+    pub creator: AgentId,
+    pub created_at: Timestamp,
+    pub subject: Content,
+    pub state: ThreadState,
+    /// §6.1: at most one live admission grant.
+    pub grant: Option<Grant>,
+    /// Grants issued so far; numbers each grant so a membership can name the one it came through.
+    pub grants_issued: u32,
+    /// Sequence number of the last entry.
+    pub last_entry: u64,
+    /// Current members (memberships that have not ended).
+    pub members: u32,
+    /// Current members holding the governor role (§6.2: an open thread keeps at least one).
+    pub governors: u32,
+    /// Assignments neither delivered nor ended, for the capacity limit.
+    pub open_assignments: u32,
+}
+
+impl Thread {
+    pub fn is_open(&self) -> bool {
+        matches!(self.state, ThreadState::Open)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ThreadState {
+    Open,
+    /// §6.5: terminal and read-only.
+    Closed { at: Timestamp },
+}
+
+/// A live admission grant. Only the hash of its bearer secret is kept (§12).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub number: u32,
+    pub role: Role,
+    pub hash: SecretHash,
+    pub fingerprint: Fingerprint,
+    pub issued_at: Timestamp,
+}
+
+/// A membership. §6.2: it records which admission it came through and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Membership {
+    pub thread: ThreadId,
+    pub agent: AgentId,
+    pub role: Role,
+    /// The number of the grant it came through (0 for the creator, who needs none).
+    pub via_grant: u32,
+    pub joined_at: Timestamp,
+    /// How many memberships this agent has had in this thread, this one included. Rejoining is a
+    /// new membership (§6.2) and revives nothing of an earlier one.
+    pub generation: u32,
+    pub state: MembershipState,
+}
+
+impl Membership {
+    pub fn is_current(&self) -> bool {
+        matches!(self.state, MembershipState::Current)
+    }
+    pub fn may_speak(&self) -> bool {
+        self.is_current() && self.role.may_speak()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MembershipState {
+    Current,
+    Ended { at: Timestamp, reason: MembershipEnd },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MembershipEnd {
+    Left,
+    Removed { by: AgentId },
+    Deactivated,
+}
+
+/// An entry of a thread (§6.3). Entries are never edited or deleted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub thread: ThreadId,
+    pub seq: EntrySeq,
+    pub author: AgentId,
+    pub posted_at: Timestamp,
+    /// §6.3: "one pinned version of one valid Memory".
+    pub pin: Pin,
+    pub reply_to: Option<EntrySeq>,
+    /// The `ask` as stated (None = not stated; Some(empty) = nobody).
+    pub ask: Option<BTreeSet<AgentId>>,
+    /// The responders, fixed once at post time by the four rules of §6.3.
+    pub responders: BTreeSet<AgentId>,
+    /// §7.5: an entry may reference a Task.
+    pub task_ref: Option<TaskId>,
+    /// The assignment created together with this entry, if any (§6.4).
+    pub assignment: Option<AssignmentId>,
+}
+
+/// One responder's owed response to one entry (§6.3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    pub thread: ThreadId,
+    pub entry: EntrySeq,
+    pub responder: AgentId,
+    pub arose_at: Timestamp,
+    pub state: ResponseState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResponseState {
+    Pending,
+    Ended { at: Timestamp, how: ResponseEnd },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResponseEnd {
+    Replied { by_entry: EntrySeq },
+    /// The note is readable only by the entry's author and the responder (§6.3).
+    Handled { note: Option<Content> },
+    Retracted,
+    MembershipEnded,
+    Demoted,
+    ThreadClosed,
+}
+
+// ---------------------------------------------------------------------------------------------
+// §6.4 Assignment
+
+/// What an assignment fixes at creation; its content never changes afterwards (§6.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssignmentSpec {
+    pub criteria: Content,
+    pub output_structure: Option<Content>,
+    /// Runs from taking.
+    pub delivery_window: Micros,
+    /// Runs from accepted delivery.
+    pub judgment_window: Micros,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub id: AssignmentId,
+    pub thread: ThreadId,
+    pub entry: EntrySeq,
+    pub creator: AgentId,
+    pub addressee: AgentId,
+    pub created_at: Timestamp,
+    pub spec: AssignmentSpec,
+    pub state: AssignmentState,
+    /// §6.2: the creator's membership ended after delivery; the assignment settles as undecided
+    /// at its judgment deadline.
+    pub judge_forfeited: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AssignmentState {
+    /// Not taken: no obligation, no running deadline (§6.4).
+    Open,
+    Taken { at: Timestamp, delivery_due: Timestamp },
+    Delivered { taken_at: Timestamp, at: Timestamp, judgment_due: Timestamp, output: Content },
+    Ended { at: Timestamp, outcome: AssignmentOutcome, delivered: Option<Content> },
+}
+
+/// §6.4 terminal states. Irreversible.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AssignmentOutcome {
+    Adopted,
+    Rejected { reason: Content },
+    Undecided,
+    Dropped,
+    TimedOut,
+    Voided,
+}
+
+impl AssignmentState {
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, AssignmentState::Ended { .. })
+    }
+    /// The taker, once taken: always the addressee.
+    pub fn is_undelivered(&self) -> bool {
+        matches!(self, AssignmentState::Open | AssignmentState::Taken { .. })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// §7 Task
+
+/// §7.1: the result when judgment is not made by the judgment deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MissingJudgment {
+    Adopted,
+    #[default]
+    Undecided,
+}
+
+/// §7: the requester is the author or an agent the author designates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Judge {
+    Author,
+    Agent(AgentId),
+}
+
+/// Structural eligibility a contract may state (§7.1). It is checked at engagement; content is
+/// never evaluated (L6).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Eligibility {
+    /// Only agents registered at or before this time may take the Task.
+    pub registered_before: Option<Timestamp>,
+    /// Agents that may not take the Task.
+    pub excluded: BTreeSet<AgentId>,
+}
+
+/// A contract (§7.1). Fixed when created; a revision is a new [`ContractVersion`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    pub requirements: Content,
+    pub output_structure: Option<Content>,
+    /// Required inputs: pinned versions of the author's own Memories (§7.1).
+    pub inputs: Vec<Pin>,
+    /// Informative reference material; carries no guarantee (§7.1).
+    pub references: Option<Content>,
+    pub delivery_window: Micros,
+    pub judgment_window: Micros,
+    pub on_missing_judgment: MissingJudgment,
+    pub acceptance: Content,
+    pub judge: Judge,
+    pub eligibility: Eligibility,
+    pub max_adoptions: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractVersion {
+    pub task: TaskId,
+    pub version: Version,
+    pub created_at: Timestamp,
+    pub contract: Contract,
+}
+
+/// §7.2: the audience is fixed at creation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Audience {
+    Open,
+    Restricted(BTreeSet<AgentId>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: TaskId,
+    pub author: AgentId,
+    pub created_at: Timestamp,
+    pub audience: Audience,
+    pub current: Version,
+    /// The requester of the current contract version.
+    pub paused: bool,
+    /// §7.4: adopted deliveries, the only thing the adoption limit counts.
+    pub adopted: u32,
+    pub open_engagements: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Engagement {
+    pub id: EngagementId,
+    pub task: TaskId,
+    pub agent: AgentId,
+    /// §7.3: the engagement binds the contract version and the required input versions.
+    pub contract_version: Version,
+    pub inputs: Vec<Pin>,
+    /// The requester bound with the contract version.
+    pub judge: AgentId,
+    pub on_missing_judgment: MissingJudgment,
+    pub judgment_window: Micros,
+    pub taken_at: Timestamp,
+    pub state: EngagementState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EngagementState {
+    Open { delivery_due: Timestamp },
+    Delivered { at: Timestamp, judgment_due: Timestamp, output: Content },
+    Ended { at: Timestamp, outcome: EngagementOutcome, delivered: Option<Content> },
+}
+
+/// §7.3 terminal states. Irreversible.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EngagementOutcome {
+    Adopted,
+    Rejected { reason: Content },
+    Undecided,
+    Dropped,
+    TimedOut,
+}
+
+impl EngagementState {
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, EngagementState::Ended { .. })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// §8 Obligations and opportunities
+
+/// §8: the closed obligation catalogue (DESIGN §9): response, delivery, judgment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ObligationId {
+    Response { thread: ThreadId, entry: EntrySeq, responder: AgentId },
+    AssignmentDelivery(AssignmentId),
+    AssignmentJudgment(AssignmentId),
+    EngagementDelivery(EngagementId),
+    EngagementJudgment(EngagementId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ObligationKind {
+    Response,
+    Delivery,
+    Judgment,
+}
+
+impl ObligationId {
+    pub fn kind(&self) -> ObligationKind {
+        match self {
+            ObligationId::Response { .. } => ObligationKind::Response,
+            ObligationId::AssignmentDelivery(_) | ObligationId::EngagementDelivery(_) => ObligationKind::Delivery,
+            ObligationId::AssignmentJudgment(_) | ObligationId::EngagementJudgment(_) => ObligationKind::Judgment,
+        }
+    }
+}
+
+/// An open obligation. It exists in state only while open; its history is in the facts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Obligation {
+    pub id: ObligationId,
+    pub holder: AgentId,
+    /// The object whose facts created it (a thread or a Task).
+    pub object: ObjectRef,
+    pub arose_at: Timestamp,
+    /// L4: delivery and judgment carry a deadline; a response has none.
+    pub due_at: Option<Timestamp>,
+}
+
+/// §8: an untaken assignment addressed to an agent, or a restricted Task naming it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OpportunityId {
+    Assignment(AssignmentId),
+    Task(TaskId),
+}

@@ -1,0 +1,328 @@
+//! How the core reads and writes state. The core reads through [`StateRead`], a small ordered
+//! key-value interface that RocksDB implements in production and [`MemState`] implements for
+//! tests; it writes into a [`Tx`], an overlay whose pending writes become the [`Changeset`] that
+//! storage commits in one atomic batch.
+
+use crate::fact::JournaledFact;
+use crate::keys::{self, Key};
+use crate::model::*;
+use crate::receipt::StoredReceipt;
+use kungfu_types::{
+    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, SecretHash, TaskId, ThreadId, Version,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// Every value stored under a key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    Counters(Counters),
+    Agent(Agent),
+    Memory(Memory),
+    MemoryVersion(MemoryVersion),
+    Thread(Thread),
+    Membership(Membership),
+    Entry(Entry),
+    Response(Response),
+    Assignment(Assignment),
+    Task(Task),
+    ContractVersion(ContractVersion),
+    Engagement(Engagement),
+    Obligation(Obligation),
+    /// The value of an index key: what it points at.
+    Ref(IndexRef),
+    Fact(JournaledFact),
+    Receipt(StoredReceipt),
+}
+
+/// The target of an index entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IndexRef {
+    Obligation(ObligationId),
+    Opportunity(OpportunityId),
+    Agent(AgentId),
+    Thread(ThreadId),
+    Assignment(AssignmentId),
+    Engagement(EngagementId),
+}
+
+/// A read failed below the core (IO, corruption). Never a protocol rejection: the node must stop
+/// acknowledging rather than decide on a state it cannot read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("storage read failed: {0}")]
+    Io(String),
+    #[error("stored state is corrupt at key {key}: {what}")]
+    Corrupt { key: String, what: String },
+}
+
+impl StateError {
+    pub fn corrupt(key: &[u8], what: impl Into<String>) -> StateError {
+        StateError::Corrupt { key: hex::encode(key), what: what.into() }
+    }
+}
+
+/// Ordered key-value reads of one consistent state (§9: every read rests on one state).
+pub trait StateRead {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError>;
+
+    /// Keys that start with `prefix` and are strictly greater than `after` (if given), ascending,
+    /// at most `limit` of them.
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError>;
+
+    /// Keys that start with `prefix` and are strictly smaller than `before` (if given),
+    /// descending, at most `limit` of them.
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError>;
+}
+
+impl<T: StateRead + ?Sized> StateRead for &T {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        (**self).get(key)
+    }
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        (**self).scan(prefix, after, limit)
+    }
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        (**self).scan_rev(prefix, before, limit)
+    }
+}
+
+/// Pending writes of one command: `Some(record)` puts, `None` deletes. Applied atomically.
+pub type Changeset = BTreeMap<Key, Option<Record>>;
+
+/// The state held in memory, for tests and tools. Same ordering as the RocksDB store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemState {
+    pub map: BTreeMap<Key, Record>,
+}
+
+impl MemState {
+    pub fn new() -> MemState {
+        MemState::default()
+    }
+
+    /// Commits a changeset, as storage does in one write batch.
+    pub fn commit(&mut self, changes: &Changeset) {
+        for (k, v) in changes {
+            match v {
+                Some(r) => {
+                    self.map.insert(k.clone(), r.clone());
+                }
+                None => {
+                    self.map.remove(k);
+                }
+            }
+        }
+    }
+}
+
+fn range_end(prefix: &[u8], before: Option<&[u8]>) -> Bound<Vec<u8>> {
+    match (before, keys::prefix_end(prefix)) {
+        (Some(b), Some(end)) if b < end.as_slice() => Bound::Excluded(b.to_vec()),
+        (Some(b), None) => Bound::Excluded(b.to_vec()),
+        (_, Some(end)) => Bound::Excluded(end),
+        (None, None) => Bound::Unbounded,
+    }
+}
+
+fn range_start(prefix: &[u8], after: Option<&[u8]>) -> Bound<Vec<u8>> {
+    match after {
+        Some(a) if a >= prefix => Bound::Excluded(a.to_vec()),
+        _ => Bound::Included(prefix.to_vec()),
+    }
+}
+
+impl StateRead for MemState {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        Ok(self.map.get(key).cloned())
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        Ok(self
+            .map
+            .range((range_start(prefix, after), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        Ok(self
+            .map
+            .range((Bound::Included(prefix.to_vec()), range_end(prefix, before)))
+            .rev()
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+}
+
+/// An overlay of pending writes over a base state. Reads see the pending writes, so later steps of
+/// one command observe its earlier steps.
+pub struct Tx<'a> {
+    base: &'a dyn StateRead,
+    writes: Changeset,
+}
+
+impl std::fmt::Debug for Tx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tx({} pending writes)", self.writes.len())
+    }
+}
+
+impl<'a> Tx<'a> {
+    pub fn new(base: &'a dyn StateRead) -> Tx<'a> {
+        Tx { base, writes: BTreeMap::new() }
+    }
+
+    pub fn put(&mut self, key: Key, record: Record) {
+        self.writes.insert(key, Some(record));
+    }
+
+    pub fn delete(&mut self, key: Key) {
+        self.writes.insert(key, None);
+    }
+
+    pub fn into_changes(self) -> Changeset {
+        self.writes
+    }
+
+    pub fn changes(&self) -> &Changeset {
+        &self.writes
+    }
+}
+
+impl StateRead for Tx<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        match self.writes.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.base.get(key),
+        }
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        // Pending writes under the prefix, past `after`.
+        let pending: Vec<(&Key, &Option<Record>)> = self
+            .writes
+            .range((range_start(prefix, after), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .collect();
+        let deletes = pending.iter().filter(|(_, v)| v.is_none()).count();
+        // At most `deletes` base rows can be hidden, so this many base rows always suffice.
+        let base = self.base.scan(prefix, after, limit.saturating_add(deletes))?;
+        let mut merged: BTreeMap<Key, Record> = base.into_iter().collect();
+        for (k, v) in pending {
+            match v {
+                Some(r) => {
+                    merged.insert(k.clone(), r.clone());
+                }
+                None => {
+                    merged.remove(k);
+                }
+            }
+        }
+        Ok(merged.into_iter().take(limit).collect())
+    }
+
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        let pending: Vec<(&Key, &Option<Record>)> = self
+            .writes
+            .range((Bound::Included(prefix.to_vec()), range_end(prefix, before)))
+            .rev()
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .collect();
+        let deletes = pending.iter().filter(|(_, v)| v.is_none()).count();
+        let base = self.base.scan_rev(prefix, before, limit.saturating_add(deletes))?;
+        let mut merged: BTreeMap<Key, Record> = base.into_iter().collect();
+        for (k, v) in pending {
+            match v {
+                Some(r) => {
+                    merged.insert(k.clone(), r.clone());
+                }
+                None => {
+                    merged.remove(k);
+                }
+            }
+        }
+        Ok(merged.into_iter().rev().take(limit).collect())
+    }
+}
+
+macro_rules! typed_get {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $out:ty = $variant:ident, $key:expr;) => {
+        $(#[$doc])*
+        fn $name(&self, $($arg: $ty),*) -> Result<Option<$out>, StateError> {
+            let key = $key;
+            match self.get(&key)? {
+                None => Ok(None),
+                Some(Record::$variant(v)) => Ok(Some(v)),
+                Some(other) => Err(StateError::corrupt(&key, format!("expected {}, found {:?}", stringify!($variant), std::mem::discriminant(&other)))),
+            }
+        }
+    };
+}
+
+/// Typed reads over any [`StateRead`].
+pub trait StateExt: StateRead {
+    typed_get!(counters() -> Counters = Counters, keys::counters(););
+    typed_get!(agent(id: AgentId) -> Agent = Agent, keys::agent(id););
+    typed_get!(memory(id: MemoryId) -> Memory = Memory, keys::memory(id););
+    typed_get!(memory_version(id: MemoryId, v: Version) -> MemoryVersion = MemoryVersion, keys::memory_version(id, v););
+    typed_get!(thread(id: ThreadId) -> Thread = Thread, keys::thread(id););
+    typed_get!(membership(thread: ThreadId, agent: AgentId) -> Membership = Membership, keys::membership(thread, agent););
+    typed_get!(entry(thread: ThreadId, seq: EntrySeq) -> Entry = Entry, keys::entry(thread, seq););
+    typed_get!(response(thread: ThreadId, seq: EntrySeq, responder: AgentId) -> Response = Response, keys::response(thread, seq, responder););
+    typed_get!(assignment(id: AssignmentId) -> Assignment = Assignment, keys::assignment(id););
+    typed_get!(task(id: TaskId) -> Task = Task, keys::task(id););
+    typed_get!(contract_version(task: TaskId, v: Version) -> ContractVersion = ContractVersion, keys::contract_version(task, v););
+    typed_get!(engagement(id: EngagementId) -> Engagement = Engagement, keys::engagement(id););
+    typed_get!(obligation(id: ObligationId) -> Obligation = Obligation, keys::obligation(id););
+
+    /// The value of an index key.
+    fn index(&self, key: &[u8]) -> Result<Option<IndexRef>, StateError> {
+        match self.get(key)? {
+            None => Ok(None),
+            Some(Record::Ref(r)) => Ok(Some(r)),
+            Some(_) => Err(StateError::corrupt(key, "expected an index reference")),
+        }
+    }
+
+    /// Every index reference under a prefix (bounded by `limit`).
+    fn index_refs(&self, prefix: &[u8], limit: usize) -> Result<Vec<(Key, IndexRef)>, StateError> {
+        self.scan(prefix, None, limit)?
+            .into_iter()
+            .map(|(k, r)| match r {
+                Record::Ref(r) => Ok((k, r)),
+                _ => Err(StateError::corrupt(&k, "expected an index reference")),
+            })
+            .collect()
+    }
+
+    /// The agent whose bearer key hashes to `hash` (server authentication).
+    fn agent_by_key(&self, hash: &SecretHash) -> Result<Option<AgentId>, StateError> {
+        match self.index(&keys::agent_by_key(hash))? {
+            Some(IndexRef::Agent(a)) => Ok(Some(a)),
+            None => Ok(None),
+            Some(_) => Err(StateError::corrupt(&keys::agent_by_key(hash), "expected an agent reference")),
+        }
+    }
+
+    /// Every record under a prefix, in key order, read in pages (for checks and rebuilds).
+    fn scan_all(&self, prefix: &[u8]) -> Result<Vec<(Key, Record)>, StateError> {
+        let mut out: Vec<(Key, Record)> = Vec::new();
+        loop {
+            let after = out.last().map(|(k, _)| k.clone());
+            let page = self.scan(prefix, after.as_deref(), 1024)?;
+            let done = page.len() < 1024;
+            out.extend(page);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+impl<T: StateRead + ?Sized> StateExt for T {}

@@ -1,0 +1,239 @@
+//! Whole-state invariant checks, run after every apply in tests (STYLE habit 5). Each check names
+//! the rule it guards. A violation is a bug in the core; production code that finds one must stop
+//! rather than continue on a corrupt state.
+
+use crate::keys;
+use crate::model::*;
+use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
+use kungfu_types::{ObjectRef, Role};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A broken invariant, with the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invariant {rule} broken: {detail}")]
+pub struct Violation {
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+fn fail(rule: &'static str, detail: impl Into<String>) -> Result<(), Violation> {
+    Err(Violation { rule, detail: detail.into() })
+}
+
+fn io(e: StateError) -> Violation {
+    Violation { rule: "readable state", detail: e.to_string() }
+}
+
+/// Checks every invariant of the protocol state.
+pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
+    let records = state.scan_all(&keys::records_prefix()).map_err(io)?;
+    let indexes: BTreeMap<Vec<u8>, Record> = state.scan_all(&keys::indexes_prefix()).map_err(io)?.into_iter().collect();
+    let has = |k: Vec<u8>| indexes.contains_key(&k);
+
+    let mut members: BTreeMap<kungfu_types::ThreadId, (u32, u32)> = BTreeMap::new();
+    let mut open_threads_of: BTreeMap<kungfu_types::AgentId, u32> = BTreeMap::new();
+    let mut threads = BTreeMap::new();
+    let mut tasks = BTreeMap::new();
+    let mut open_asg: BTreeMap<kungfu_types::ThreadId, u32> = BTreeMap::new();
+    let mut open_eng: BTreeMap<kungfu_types::TaskId, u32> = BTreeMap::new();
+    let mut adopted: BTreeMap<kungfu_types::TaskId, (u32, Option<u32>)> = BTreeMap::new();
+    let mut agents = BTreeMap::new();
+    let mut obligations = BTreeSet::new();
+
+    for (_, r) in &records {
+        if let Record::Thread(t) = r {
+            threads.insert(t.id, t.clone());
+        }
+        if let Record::Task(t) = r {
+            tasks.insert(t.id, t.clone());
+        }
+        if let Record::Agent(a) = r {
+            agents.insert(a.id, a.clone());
+        }
+    }
+
+    for (key, r) in &records {
+        match r {
+            Record::Membership(m) if m.is_current() => {
+                let e = members.entry(m.thread).or_default();
+                e.0 += 1;
+                if m.role == Role::Governor {
+                    e.1 += 1;
+                }
+                if threads.get(&m.thread).is_some_and(|t| t.is_open()) {
+                    *open_threads_of.entry(m.agent).or_default() += 1;
+                }
+                if !has(keys::agent_thread(m.agent, m.thread)) {
+                    return fail("index: current memberships by agent", format!("{} in {}", m.agent, m.thread));
+                }
+            }
+            Record::Obligation(o) => {
+                obligations.insert(o.id);
+                // §8: each open obligation is in its holder's turn exactly once.
+                if !has(keys::turn(o.holder, o.arose_at, o.id)) || !has(keys::object_obligation(o.object, o.holder, o.id)) {
+                    return fail("§8 turn completeness", format!("{:?} missing from the turn of {}", o.id, o.holder));
+                }
+                check_exit(state, o)?;
+            }
+            Record::Assignment(a) => {
+                if a.state.is_undelivered() {
+                    *open_asg.entry(a.thread).or_default() += 1;
+                    // §6.2: no undelivered assignment has a departed party.
+                    for party in [a.creator, a.addressee] {
+                        let current = state.membership(a.thread, party).map_err(io)?.is_some_and(|m| m.is_current());
+                        if !current {
+                            return fail("§6.2 membership end voids undelivered assignments", format!("{} has departed party {party}", a.id));
+                        }
+                    }
+                    if !threads.get(&a.thread).is_some_and(|t| t.is_open()) {
+                        return fail("§6.5 close voids undelivered assignments", format!("{}", a.id));
+                    }
+                }
+                match &a.state {
+                    AssignmentState::Open => {
+                        if !has(keys::opportunity(a.addressee, a.created_at, OpportunityId::Assignment(a.id))) {
+                            return fail("§8 opportunities discoverable", format!("{} not in opportunities of {}", a.id, a.addressee));
+                        }
+                    }
+                    AssignmentState::Taken { delivery_due, .. } => {
+                        if !obligations_has(state, ObligationId::AssignmentDelivery(a.id))? {
+                            return fail("§8 delivery obligation", format!("{} taken without a delivery obligation", a.id));
+                        }
+                        if !has(keys::due(*delivery_due, ObligationId::AssignmentDelivery(a.id))) {
+                            return fail("L4 delivery deadline", format!("{} has no due entry", a.id));
+                        }
+                    }
+                    AssignmentState::Delivered { judgment_due, .. } => {
+                        let has_obligation = obligations_has(state, ObligationId::AssignmentJudgment(a.id))?;
+                        if has_obligation == a.judge_forfeited {
+                            return fail("§6.2 judgment forfeited on departure", format!("{} obligation {has_obligation} forfeited {}", a.id, a.judge_forfeited));
+                        }
+                        if !has(keys::due(*judgment_due, ObligationId::AssignmentJudgment(a.id))) {
+                            return fail("L4 judgment deadline", format!("{} has no due entry", a.id));
+                        }
+                    }
+                    AssignmentState::Ended { .. } => {}
+                }
+            }
+            Record::Engagement(e) => {
+                if !e.state.is_terminal() {
+                    *open_eng.entry(e.task).or_default() += 1;
+                    if state.index(&keys::open_engagement(e.task, e.agent)).map_err(io)? != Some(IndexRef::Engagement(e.id)) {
+                        return fail("§7.3 one open engagement per agent", format!("{} not indexed", e.id));
+                    }
+                }
+                if let EngagementState::Ended { outcome: EngagementOutcome::Adopted, .. } = e.state {
+                    let limit = state.contract_version(e.task, e.contract_version).map_err(io)?.and_then(|cv| cv.contract.max_adoptions);
+                    let entry = adopted.entry(e.task).or_insert((0, Some(0)));
+                    entry.0 += 1;
+                    // The largest limit any adopted engagement was bound by (None = unlimited).
+                    entry.1 = match (entry.1, limit) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+            }
+            Record::Thread(t) => {
+                // §6.2: an open thread always has at least one governor.
+                if t.is_open() && t.governors == 0 {
+                    return fail("§6.2 an open thread has a governor", format!("{}", t.id));
+                }
+                if let Some(g) = &t.grant {
+                    if state.index(&keys::grant_by_hash(&g.hash)).map_err(io)? != Some(IndexRef::Thread(t.id)) {
+                        return fail("§6.1 one live grant", format!("{} grant not indexed", t.id));
+                    }
+                    if !t.is_open() {
+                        return fail("§6.5 close voids admission", format!("{}", t.id));
+                    }
+                }
+            }
+            _ => {
+                let _ = key;
+            }
+        }
+    }
+
+    for (id, t) in &threads {
+        let (m, g) = members.get(id).copied().unwrap_or_default();
+        if t.members != m || t.governors != g {
+            return fail("counter: thread members", format!("{id}: stored {}/{}, actual {m}/{g}", t.members, t.governors));
+        }
+        if t.open_assignments != open_asg.get(id).copied().unwrap_or(0) {
+            return fail("counter: open assignments", format!("{id}"));
+        }
+    }
+    for (id, t) in &tasks {
+        if t.open_engagements != open_eng.get(id).copied().unwrap_or(0) {
+            return fail("counter: open engagements", format!("{id}"));
+        }
+        let (count, limit) = adopted.get(id).copied().unwrap_or((0, None));
+        if t.adopted != count {
+            return fail("counter: adoptions", format!("{id}: stored {} actual {count}", t.adopted));
+        }
+        // §7.4: adoptions never exceed the limit.
+        if let Some(limit) = limit {
+            if count > limit {
+                return fail("§7.4 adoption limit", format!("{id}: {count} adopted, limit {limit}"));
+            }
+        }
+    }
+    for (id, a) in &agents {
+        if a.open_threads != open_threads_of.get(id).copied().unwrap_or(0) {
+            return fail("counter: open threads per agent", format!("{id}: stored {} actual {}", a.open_threads, open_threads_of.get(id).copied().unwrap_or(0)));
+        }
+    }
+    // Every index entry that names an obligation names an open one (no stale turn entries).
+    for (k, r) in &indexes {
+        if matches!(k.get(1), Some(1) | Some(2)) {
+            if let Record::Ref(IndexRef::Obligation(id)) = r {
+                if !obligations.contains(id) {
+                    return fail("§8 turn has no stale entries", format!("{id:?}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn obligations_has(state: &dyn StateRead, id: ObligationId) -> Result<bool, Violation> {
+    Ok(state.obligation(id).map_err(io)?.is_some())
+}
+
+/// L4: every open obligation has at least one exit that needs no one else.
+fn check_exit(state: &dyn StateRead, o: &Obligation) -> Result<(), Violation> {
+    match o.id {
+        ObligationId::Response { thread, .. } => {
+            // Exits: reply, handle, leave — all the holder's own acts — while it is a member of an
+            // open thread that may still speak (§6.3); anything else must have ended the response.
+            let m = state.membership(thread, o.holder).map_err(io)?;
+            if !m.as_ref().is_some_and(|m| m.may_speak()) {
+                return fail("§6.3 no response owed by a non-member", format!("{:?} held by {}", o.id, o.holder));
+            }
+            let t = state.thread(thread).map_err(io)?;
+            if !t.is_some_and(|t| t.is_open()) {
+                return fail("§6.5 close ends responses", format!("{:?}", o.id));
+            }
+            if o.due_at.is_some() {
+                return fail("L4 a response needs no deadline", format!("{:?}", o.id));
+            }
+        }
+        _ => {
+            // Delivery and judgment wait on another party, so they carry a deadline (L4), whose
+            // passing ends them with no one's help.
+            let Some(due) = o.due_at else {
+                return fail("L4 waiting obligations carry a deadline", format!("{:?}", o.id));
+            };
+            if state.get(&keys::due(due, o.id)).map_err(io)?.is_none() {
+                return fail("L4 deadline armed", format!("{:?}", o.id));
+            }
+            let object = o.object;
+            if state.get(&keys::object_due(object, due, o.id)).map_err(io)?.is_none() {
+                return fail("L4 deadline armed on object", format!("{:?}", o.id));
+            }
+            if let ObjectRef::Agent(_) | ObjectRef::Memory(_) = object {
+                return fail("§8 obligations belong to threads and tasks", format!("{:?}", o.id));
+            }
+        }
+    }
+    Ok(())
+}

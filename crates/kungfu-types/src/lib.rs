@@ -1,0 +1,24 @@
+//! Value types of the Kungfu protocol: identifiers, time, roles, content and the closed rejection
+//! vocabulary. Everything here is plain data; the rules that use it live in `kungfu-core`.
+//!
+//! Table of contents:
+//! - [`ids`]: one newtype per identifier, so an `AgentId` can never be passed where a `ThreadId` is meant.
+//! - [`time`]: [`Timestamp`] (microseconds since the Unix epoch, stamped by the leader) and [`Micros`].
+//! - [`role`]: thread roles and the "may speak" predicate (§6.2).
+//! - [`content`]: participant content, kept apart from structure (L6).
+//! - [`request`]: idempotency keys, request digests and secret hashes (L3).
+//! - [`rejection`]: the closed set of rejection codes and next steps (L2, §8).
+
+pub mod content;
+pub mod ids;
+pub mod rejection;
+pub mod request;
+pub mod role;
+pub mod time;
+
+pub use content::Content;
+pub use ids::{AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, TaskId, ThreadId, Version};
+pub use rejection::{Code, NextStep, Rejection};
+pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash};
+pub use role::Role;
+pub use time::{Micros, Timestamp};
