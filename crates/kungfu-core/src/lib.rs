@@ -15,6 +15,7 @@
 //! - [`state`], [`keys`], [`codec`]: the state interface, its key layout and the canonical encoding.
 //! - [`limits`]: capacity limits and deadline defaults (L4).
 //! - [`validate`], [`rebuild`]: whole-state invariant checks and the rebuild from facts (L1).
+//! - [`testkit`]: an in-memory world for tests (not used by production code).
 //! - [`secret`]: hashes and fingerprints of one-time secrets (L3, §12).
 
 pub mod action;
@@ -31,6 +32,7 @@ pub mod rebuild;
 pub mod receipt;
 pub mod secret;
 pub mod state;
+pub mod testkit;
 pub mod validate;
 
 pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewGrant, PostBody, Principal};

@@ -1,0 +1,276 @@
+//! A small in-memory world for tests of the core and of the crates above it: it keeps a
+//! [`MemState`], a test clock and the limits, applies commands through [`apply`], commits them
+//! like storage would, and after every apply checks every invariant ([`validate`]) and, when asked,
+//! that rebuilding from the facts gives the live state (L1). Not used by production code.
+
+use crate::action::{Action, Command, NewGrant, PostBody, Principal};
+use crate::engine::{Applied, apply};
+use crate::limits::Limits;
+use crate::model::ObligationId;
+use crate::read;
+use crate::rebuild::{rebuild, without_receipts};
+use crate::receipt::ActionResult;
+use crate::secret::{fingerprint, hash_secret};
+use crate::state::{MemState, StateExt};
+use crate::validate::validate;
+use kungfu_types::{
+    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Micros, Rejection, Role, ThreadId,
+    Timestamp,
+};
+use std::collections::BTreeSet;
+
+/// The test world.
+#[derive(Debug)]
+pub struct World {
+    pub state: MemState,
+    pub limits: Limits,
+    pub now: Timestamp,
+    /// Check L1 (rebuild from facts equals the live state) after every apply. Costly; on by default.
+    pub check_rebuild: bool,
+    counter: u64,
+}
+
+impl Default for World {
+    fn default() -> World {
+        World::new()
+    }
+}
+
+impl World {
+    pub fn new() -> World {
+        World::with_limits(Limits::default())
+    }
+
+    pub fn with_limits(limits: Limits) -> World {
+        World { state: MemState::new(), limits, now: Timestamp::from_micros(1_000_000_000_000), check_rebuild: true, counter: 0 }
+    }
+
+    /// Moves the test clock forward. Leaders stamp strictly increasing times; so does the world.
+    pub fn advance(&mut self, by: Micros) {
+        self.now = self.now.plus(by);
+    }
+
+    fn tick(&mut self) -> Timestamp {
+        self.now = self.now.plus(Micros(1));
+        self.now
+    }
+
+    /// A fresh unique idempotency key.
+    pub fn fresh_key(&mut self) -> IdempotencyKey {
+        self.counter += 1;
+        IdempotencyKey::new(format!("k{}", self.counter)).expect("valid key")
+    }
+
+    /// A fresh secret, as the server would generate one.
+    pub fn fresh_secret(&mut self) -> String {
+        self.counter += 1;
+        format!("kf_test_secret_{:032x}", self.counter)
+    }
+
+    /// Applies a command at the next tick, commits it, and checks every invariant.
+    pub fn exec(&mut self, principal: Principal, action: Action, key: Option<IdempotencyKey>) -> Applied {
+        let ts = self.tick();
+        self.exec_cmd(&Command::new(principal, action, key, ts))
+    }
+
+    /// Applies an already built command (its `ts` is used as is), commits, and checks.
+    pub fn exec_cmd(&mut self, cmd: &Command) -> Applied {
+        let applied = match apply(&self.state, cmd, &self.limits) {
+            Ok(a) => a,
+            Err(e) => panic!("state error while applying {:?}: {e}", cmd.action.kind()),
+        };
+        if applied.outcome.is_err() {
+            // A rejected action leaves nothing but the deadline facts it found (L2, L4).
+            assert!(
+                applied.facts.iter().all(|f| matches!(f.fact, crate::fact::Fact::DeadlinePassed { .. })),
+                "a rejected action recorded facts of its own: {:?}",
+                applied.facts
+            );
+        }
+        self.state.commit(&applied.changes);
+        if let Err(v) = validate(&self.state) {
+            panic!("after {:?}: {v}", cmd.action.kind());
+        }
+        if self.check_rebuild {
+            self.assert_rebuild();
+        }
+        applied
+    }
+
+    /// L1: the state rebuilt from the journals equals the live state (receipts aside).
+    pub fn assert_rebuild(&self) {
+        let rebuilt = match rebuild(&self.state) {
+            Ok(r) => r,
+            Err(e) => panic!("rebuild failed: {e}"),
+        };
+        let live = without_receipts(&self.state);
+        if rebuilt != live {
+            let diff: Vec<String> = live
+                .map
+                .iter()
+                .filter(|(k, v)| rebuilt.map.get(*k) != Some(*v))
+                .map(|(k, v)| format!("live {}: {v:?} / rebuilt {:?}", hex::encode(k), rebuilt.map.get(k)))
+                .chain(rebuilt.map.keys().filter(|k| !live.map.contains_key(*k)).map(|k| format!("extra rebuilt key {}", hex::encode(k))))
+                .take(5)
+                .collect();
+            panic!("L1 broken: rebuilding from facts differs from the live state:\n{}", diff.join("\n"));
+        }
+    }
+
+    /// An agent action with a fresh idempotency key.
+    pub fn act(&mut self, agent: AgentId, action: Action) -> Result<ActionResult, Rejection> {
+        let key = self.fresh_key();
+        self.exec(Principal::Agent(agent), action, Some(key)).outcome.map(|r| r.result)
+    }
+
+    /// An agent action that must succeed.
+    #[track_caller]
+    pub fn ok(&mut self, agent: AgentId, action: Action) -> ActionResult {
+        let kind = action.kind();
+        match self.act(agent, action) {
+            Ok(r) => r,
+            Err(r) => panic!("{} by {agent} was rejected: {r}", kind.as_str()),
+        }
+    }
+
+    /// An agent action that must be rejected; returns the rejection.
+    #[track_caller]
+    pub fn err(&mut self, agent: AgentId, action: Action) -> Rejection {
+        let kind = action.kind();
+        match self.act(agent, action) {
+            Ok(r) => panic!("{} by {agent} succeeded but should be rejected: {r:?}", kind.as_str()),
+            Err(r) => r,
+        }
+    }
+
+    /// Registers an agent; returns its id.
+    pub fn register(&mut self) -> AgentId {
+        let secret = self.fresh_secret();
+        let key = self.fresh_key();
+        let action = Action::RegisterAgent { key_hash: hash_secret(&secret), key_fingerprint: fingerprint(&secret) };
+        match self.exec(Principal::Registrar, action, Some(key)).outcome.map(|r| r.result) {
+            Ok(ActionResult::AgentRegistered { agent, .. }) => agent,
+            other => panic!("registration failed: {other:?}"),
+        }
+    }
+
+    /// A new grant with a fresh secret; returns (the grant, the secret).
+    pub fn new_grant(&mut self, role: Role) -> (NewGrant, String) {
+        let secret = self.fresh_secret();
+        (NewGrant { role, hash: hash_secret(&secret), fingerprint: fingerprint(&secret) }, secret)
+    }
+
+    /// Creates a thread governed by `governor` and admits each member with its role.
+    pub fn thread_with(&mut self, governor: AgentId, members: &[(AgentId, Role)]) -> ThreadId {
+        let thread = match self.ok(governor, Action::CreateThread { subject: Content::from("subject"), grant: None }) {
+            ActionResult::ThreadCreated { thread, .. } => thread,
+            other => panic!("unexpected {other:?}"),
+        };
+        for (agent, role) in members {
+            let (grant, secret) = self.new_grant(*role);
+            self.ok(governor, Action::IssueGrant { thread, grant });
+            self.ok(*agent, Action::Join { grant_hash: hash_secret(&secret) });
+        }
+        thread
+    }
+
+    /// Posts text with an optional reply and ask; returns the entry's sequence number.
+    pub fn post(&mut self, author: AgentId, thread: ThreadId, text: &str, reply_to: Option<EntrySeq>, ask: Option<&[AgentId]>) -> EntrySeq {
+        let action = Action::Post {
+            thread,
+            body: PostBody::Content(Content::from(text)),
+            reply_to,
+            ask: ask.map(|a| a.iter().copied().collect::<BTreeSet<_>>()),
+            task_ref: None,
+            assignment: None,
+        };
+        match self.ok(author, action) {
+            ActionResult::Posted { entry, .. } => entry,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Creates an assignment addressed to `addressee` with the given windows; returns its id.
+    pub fn assign(&mut self, creator: AgentId, thread: ThreadId, addressee: AgentId, delivery: Option<Micros>, judgment: Option<Micros>) -> AssignmentId {
+        let action = Action::Post {
+            thread,
+            body: PostBody::Content(Content::from("please do this")),
+            reply_to: None,
+            ask: Some(BTreeSet::new()),
+            task_ref: None,
+            assignment: Some(crate::action::NewAssignment {
+                addressee,
+                criteria: Content::from("criteria"),
+                output_structure: None,
+                delivery_window: delivery,
+                judgment_window: judgment,
+            }),
+        };
+        match self.ok(creator, action) {
+            ActionResult::Posted { assignment: Some(a), .. } => a,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Plays the leader's deadline timers: proposes `Expire` for every due item at `now`, as a
+    /// timer would, and returns what ended.
+    pub fn fire_due_timers(&mut self) -> Vec<ObligationId> {
+        let due = match read::due_obligations(&self.state, None, usize::MAX) {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
+        };
+        let mut ended = Vec::new();
+        for (_, id, _) in due {
+            let due_at = self.due_at(id);
+            if due_at.is_some_and(|d| d <= self.now) {
+                let out = self.exec(Principal::System, Action::Expire { obligation: id, due_at: due_at.unwrap_or_default() }, None);
+                if let Ok(r) = out.outcome {
+                    if let ActionResult::Expired { ended: e } = r.result {
+                        ended.extend(e);
+                    }
+                }
+            }
+        }
+        ended
+    }
+
+    fn due_at(&self, id: ObligationId) -> Option<Timestamp> {
+        use crate::model::{AssignmentState, EngagementState};
+        match id {
+            ObligationId::AssignmentDelivery(a) => match self.state.assignment(a).ok()??.state {
+                AssignmentState::Taken { delivery_due, .. } => Some(delivery_due),
+                _ => None,
+            },
+            ObligationId::AssignmentJudgment(a) => match self.state.assignment(a).ok()??.state {
+                AssignmentState::Delivered { judgment_due, .. } => Some(judgment_due),
+                _ => None,
+            },
+            ObligationId::EngagementDelivery(e) => match self.state.engagement(e).ok()??.state {
+                EngagementState::Open { delivery_due } => Some(delivery_due),
+                _ => None,
+            },
+            ObligationId::EngagementJudgment(e) => match self.state.engagement(e).ok()??.state {
+                EngagementState::Delivered { judgment_due, .. } => Some(judgment_due),
+                _ => None,
+            },
+            ObligationId::Response { .. } => None,
+        }
+    }
+
+    /// The full turn of an agent, read page by page with a small page size.
+    pub fn full_turn(&self, agent: AgentId) -> Vec<read::TurnItem> {
+        let mut items = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = match read::turn(&self.state, agent, cursor.as_ref(), 3, self.now, &self.limits) {
+                Ok(p) => p,
+                Err(e) => panic!("turn: {e}"),
+            };
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return items,
+            }
+        }
+    }
+}
