@@ -4,8 +4,8 @@
 
 use crate::model::{Audience, Contract, Eligibility, Judge, MissingJudgment, ObligationId, Pin};
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, MemoryId,
-    Micros, RequestDigest, Role, SecretHash, TaskId, ThreadId, Timestamp,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, MemoryId, Micros,
+    RequestDigest, Role, SecretHash, TaskId, ThreadId, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -127,22 +127,57 @@ impl ContractDraft {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
     // §4 Agent
-    RegisterAgent { key_hash: SecretHash, key_fingerprint: Fingerprint },
-    DeactivateAgent { agent: AgentId },
+    RegisterAgent {
+        key_hash: SecretHash,
+        key_fingerprint: Fingerprint,
+    },
+    DeactivateAgent {
+        agent: AgentId,
+    },
     // §5 Memory
-    CreateMemory { content: Content },
-    UpdateMemory { memory: MemoryId, content: Content },
-    PublishMemory { memory: MemoryId },
-    UnpublishMemory { memory: MemoryId },
-    WithdrawMemory { memory: MemoryId },
+    CreateMemory {
+        content: Content,
+    },
+    UpdateMemory {
+        memory: MemoryId,
+        content: Content,
+    },
+    PublishMemory {
+        memory: MemoryId,
+    },
+    UnpublishMemory {
+        memory: MemoryId,
+    },
+    WithdrawMemory {
+        memory: MemoryId,
+    },
     // §6.1, §6.2 Thread and membership
-    CreateThread { subject: Content, grant: Option<NewGrant> },
-    IssueGrant { thread: ThreadId, grant: NewGrant },
-    VoidGrant { thread: ThreadId },
-    Join { grant_hash: SecretHash },
-    Leave { thread: ThreadId },
-    Remove { thread: ThreadId, member: AgentId },
-    ChangeRole { thread: ThreadId, member: AgentId, role: Role },
+    CreateThread {
+        subject: Content,
+        grant: Option<NewGrant>,
+    },
+    IssueGrant {
+        thread: ThreadId,
+        grant: NewGrant,
+    },
+    VoidGrant {
+        thread: ThreadId,
+    },
+    Join {
+        grant_hash: SecretHash,
+    },
+    Leave {
+        thread: ThreadId,
+    },
+    Remove {
+        thread: ThreadId,
+        member: AgentId,
+    },
+    ChangeRole {
+        thread: ThreadId,
+        member: AgentId,
+        role: Role,
+    },
     // §6.3 Entries and responses
     Post {
         thread: ThreadId,
@@ -152,31 +187,80 @@ pub enum Action {
         task_ref: Option<TaskId>,
         assignment: Option<NewAssignment>,
     },
-    Handle { thread: ThreadId, entry: EntrySeq, note: Option<Content> },
-    Retract { thread: ThreadId, entry: EntrySeq },
+    Handle {
+        thread: ThreadId,
+        entry: EntrySeq,
+        note: Option<Content>,
+    },
+    Retract {
+        thread: ThreadId,
+        entry: EntrySeq,
+    },
     // §6.5
-    CloseThread { thread: ThreadId },
+    CloseThread {
+        thread: ThreadId,
+    },
     // §6.4 Assignments
-    TakeAssignment { assignment: AssignmentId },
-    DeliverAssignment { assignment: AssignmentId, output: Content },
-    AdoptAssignment { assignment: AssignmentId },
-    RejectAssignment { assignment: AssignmentId, reason: Content },
-    DropAssignment { assignment: AssignmentId },
-    VoidAssignment { assignment: AssignmentId },
+    TakeAssignment {
+        assignment: AssignmentId,
+    },
+    DeliverAssignment {
+        assignment: AssignmentId,
+        output: Content,
+    },
+    AdoptAssignment {
+        assignment: AssignmentId,
+    },
+    RejectAssignment {
+        assignment: AssignmentId,
+        reason: Content,
+    },
+    DropAssignment {
+        assignment: AssignmentId,
+    },
+    VoidAssignment {
+        assignment: AssignmentId,
+    },
     // §7 Task
-    CreateTask { audience: Audience, contract: ContractDraft },
-    ReviseContract { task: TaskId, contract: ContractDraft },
-    PauseTask { task: TaskId },
-    ResumeTask { task: TaskId },
-    TakeTask { task: TaskId },
+    CreateTask {
+        audience: Audience,
+        contract: ContractDraft,
+    },
+    ReviseContract {
+        task: TaskId,
+        contract: ContractDraft,
+    },
+    PauseTask {
+        task: TaskId,
+    },
+    ResumeTask {
+        task: TaskId,
+    },
+    TakeTask {
+        task: TaskId,
+    },
     /// Deliver on the caller's open engagement; with `take`, take first in the same action (§7.3).
-    DeliverTask { task: TaskId, output: Content, take: bool },
-    DropEngagement { engagement: EngagementId },
-    AdoptEngagement { engagement: EngagementId },
-    RejectEngagement { engagement: EngagementId, reason: Content },
+    DeliverTask {
+        task: TaskId,
+        output: Content,
+        take: bool,
+    },
+    DropEngagement {
+        engagement: EngagementId,
+    },
+    AdoptEngagement {
+        engagement: EngagementId,
+    },
+    RejectEngagement {
+        engagement: EngagementId,
+        reason: Content,
+    },
     // L4
     /// Proposed by the leader's timer: ends the obligation if it is still open and due.
-    Expire { obligation: ObligationId, due_at: Timestamp },
+    Expire {
+        obligation: ObligationId,
+        due_at: Timestamp,
+    },
 }
 
 macro_rules! kinds {

@@ -11,8 +11,8 @@ use crate::model::*;
 use crate::receipt::{ActionResult, GrantReceipt};
 use crate::state::{IndexRef, StateError, StateExt, StateRead, Tx};
 use kungfu_types::{
-    AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, Micros, ObjectRef,
-    Rejection, Role, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, Micros, ObjectRef, Rejection, Role, TaskId,
+    ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 
@@ -62,7 +62,14 @@ pub(crate) struct Cx<'s> {
 }
 
 impl<'s> Cx<'s> {
-    pub fn new(base: &'s dyn StateRead, ts: Timestamp, actor: Option<AgentId>, seq: u64, next_idx: u32, limits: &'s Limits) -> Cx<'s> {
+    pub fn new(
+        base: &'s dyn StateRead,
+        ts: Timestamp,
+        actor: Option<AgentId>,
+        seq: u64,
+        next_idx: u32,
+        limits: &'s Limits,
+    ) -> Cx<'s> {
         Cx { tx: Tx::new(base), ts, actor, seq, next_idx, facts: Vec::new(), limits }
     }
 
@@ -113,7 +120,9 @@ impl<'s> Cx<'s> {
 
     /// A thread the agent may read: it holds a current membership (§9). Anything else is NOT_FOUND.
     fn member_thread(&self, thread: ThreadId, agent: AgentId) -> Res<(Thread, Membership)> {
-        let Some(t) = self.tx.thread(thread)? else { return not_found("thread") };
+        let Some(t) = self.tx.thread(thread)? else {
+            return not_found("thread");
+        };
         match self.tx.membership(thread, agent)? {
             Some(m) if m.is_current() => Ok((t, m)),
             _ => not_found("thread"),
@@ -139,7 +148,9 @@ impl<'s> Cx<'s> {
     /// A memory the agent may reference (§5): its own valid Memory at any existing version, or
     /// another agent's valid public Memory at its current (readable) version.
     fn referable_pin(&self, field: &str, pin: Pin, agent: AgentId) -> Res<Memory> {
-        let Some(m) = self.tx.memory(pin.memory)? else { return not_found("memory") };
+        let Some(m) = self.tx.memory(pin.memory)? else {
+            return not_found("memory");
+        };
         let own = m.author == agent;
         if !own && !m.is_public() {
             return not_found("memory");
@@ -148,13 +159,19 @@ impl<'s> Cx<'s> {
             return reject_field(Code::MemoryWithdrawn, field, "the Memory is withdrawn; it takes no new references");
         }
         if pin.version.0 == 0 || pin.version > m.current || (!own && pin.version != m.current) {
-            return reject_field(Code::InvalidArgument, field, "names a version that is not readable; pin the current version");
+            return reject_field(
+                Code::InvalidArgument,
+                field,
+                "names a version that is not readable; pin the current version",
+            );
         }
         Ok(m)
     }
 
     fn assignment_in_member_thread(&self, id: AssignmentId, agent: AgentId) -> Res<(Assignment, Thread, Membership)> {
-        let Some(a) = self.tx.assignment(id)? else { return not_found("assignment") };
+        let Some(a) = self.tx.assignment(id)? else {
+            return not_found("assignment");
+        };
         match self.member_thread(a.thread, agent) {
             Ok((t, m)) => Ok((a, t, m)),
             Err(Fail::Reject(r)) if r.code == Code::NotFound => not_found("assignment"),
@@ -165,23 +182,24 @@ impl<'s> Cx<'s> {
     /// The Task, if the agent may read it: the author, the designated judge of any version, or its
     /// audience (§9 reading, DESIGN §9).
     fn visible_task(&self, task: TaskId, agent: AgentId) -> Res<(Task, ContractVersion)> {
-        let Some(t) = self.tx.task(task)? else { return not_found("task") };
-        let cv = self.tx.contract_version(task, t.current)?.ok_or_else(|| StateError::corrupt(&keys::task(task), "missing contract"))?;
-        if crate::read::task_visible_to(&self.tx, &t, &cv, agent)? {
-            Ok((t, cv))
-        } else {
-            not_found("task")
-        }
+        let Some(t) = self.tx.task(task)? else {
+            return not_found("task");
+        };
+        let cv = self
+            .tx
+            .contract_version(task, t.current)?
+            .ok_or_else(|| StateError::corrupt(&keys::task(task), "missing contract"))?;
+        if crate::read::task_visible_to(&self.tx, &t, &cv, agent)? { Ok((t, cv)) } else { not_found("task") }
     }
 
     fn engagement_visible(&self, id: EngagementId, agent: AgentId) -> Res<(Engagement, Task)> {
-        let Some(e) = self.tx.engagement(id)? else { return not_found("engagement") };
-        let Some(t) = self.tx.task(e.task)? else { return not_found("engagement") };
-        if e.agent == agent || e.judge == agent || t.author == agent {
-            Ok((e, t))
-        } else {
-            not_found("engagement")
-        }
+        let Some(e) = self.tx.engagement(id)? else {
+            return not_found("engagement");
+        };
+        let Some(t) = self.tx.task(e.task)? else {
+            return not_found("engagement");
+        };
+        if e.agent == agent || e.judge == agent || t.author == agent { Ok((e, t)) } else { not_found("engagement") }
     }
 }
 
@@ -213,7 +231,11 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
             Some(IndexRef::Thread(t)) => vec![ObjectRef::Thread(t)],
             _ => vec![],
         },
-        ReviseContract { task, .. } | PauseTask { task } | ResumeTask { task } | TakeTask { task } | DeliverTask { task, .. } => {
+        ReviseContract { task, .. }
+        | PauseTask { task }
+        | ResumeTask { task }
+        | TakeTask { task }
+        | DeliverTask { task, .. } => {
             vec![ObjectRef::Task(*task)]
         }
         DropEngagement { engagement } | AdoptEngagement { engagement } | RejectEngagement { engagement, .. } => {
@@ -312,11 +334,15 @@ fn due_time(state: &dyn StateRead, id: ObligationId) -> Result<Option<Timestamp>
 /// §7.1: the contract's result when judgment is missing; §7.4: an adoption by default still counts
 /// against the limit, so past the limit the result is undecided.
 fn missing_judgment_result(state: &dyn StateRead, e: EngagementId) -> Result<ExpiryResult, StateError> {
-    let Some(eng) = state.engagement(e)? else { return Ok(ExpiryResult::Undecided) };
+    let Some(eng) = state.engagement(e)? else {
+        return Ok(ExpiryResult::Undecided);
+    };
     if eng.on_missing_judgment != MissingJudgment::Adopted {
         return Ok(ExpiryResult::Undecided);
     }
-    let Some(task) = state.task(eng.task)? else { return Ok(ExpiryResult::Undecided) };
+    let Some(task) = state.task(eng.task)? else {
+        return Ok(ExpiryResult::Undecided);
+    };
     // Existing engagements are judged against the contract version they bound (§7.1).
     let limit = state.contract_version(eng.task, eng.contract_version)?.and_then(|cv| cv.contract.max_adoptions);
     Ok(match limit {
@@ -338,11 +364,18 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
         (Principal::Operator, DeactivateAgent { .. }) => None,
         (Principal::System, Expire { .. }) => None,
         (Principal::Agent(a), DeactivateAgent { agent }) if a == *agent => None,
-        (Principal::Agent(a), action) if !matches!(action, RegisterAgent { .. } | Expire { .. } | DeactivateAgent { .. }) => {
+        (Principal::Agent(a), action)
+            if !matches!(action, RegisterAgent { .. } | Expire { .. } | DeactivateAgent { .. }) =>
+        {
             cx.active(a)?;
             Some(a)
         }
-        _ => return reject(Code::InvalidArgument, format!("{} cannot be requested by this principal", cmd.action.kind().as_str())),
+        _ => {
+            return reject(
+                Code::InvalidArgument,
+                format!("{} cannot be requested by this principal", cmd.action.kind().as_str()),
+            );
+        }
     };
     let me = || agent.ok_or_else(|| Fail::State(StateError::Io("internal: agent action without agent".into())));
     match &cmd.action {
@@ -375,7 +408,11 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
         RejectAssignment { assignment, reason } => {
             cx.content("reason", reason, cx.limits.max_reason_bytes)?;
             if reason.is_empty() {
-                return reject_field(Code::InvalidArgument, "reason", "a rejection must carry a reason the taker can read");
+                return reject_field(
+                    Code::InvalidArgument,
+                    "reason",
+                    "a rejection must carry a reason the taker can read",
+                );
             }
             judge_assignment(cx, me()?, *assignment, Verdict::Reject { reason: reason.clone() }, &settled)
         }
@@ -387,14 +424,23 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
         ResumeTask { task } => pause_task(cx, me()?, *task, false),
         TakeTask { task } => {
             let (engagement, existing) = take_task(cx, me()?, *task)?;
-            let e = cx.tx.engagement(engagement)?.ok_or_else(|| StateError::corrupt(&keys::engagement(engagement), "missing"))?;
+            let e = cx
+                .tx
+                .engagement(engagement)?
+                .ok_or_else(|| StateError::corrupt(&keys::engagement(engagement), "missing"))?;
             let delivery_due = match e.state {
                 EngagementState::Open { delivery_due } => delivery_due,
                 // Taking again while delivered returns the engagement; its delivery is behind it.
                 EngagementState::Delivered { at, .. } => at,
                 EngagementState::Ended { at, .. } => at,
             };
-            Ok(ActionResult::Engaged { task: *task, engagement, contract_version: e.contract_version, delivery_due, existing })
+            Ok(ActionResult::Engaged {
+                task: *task,
+                engagement,
+                contract_version: e.contract_version,
+                delivery_due,
+                existing,
+            })
         }
         DeliverTask { task, output, take } => deliver_task(cx, me()?, *task, output, *take, &settled),
         DropEngagement { engagement } => drop_engagement(cx, me()?, *engagement, &settled),
@@ -402,7 +448,11 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
         RejectEngagement { engagement, reason } => {
             cx.content("reason", reason, cx.limits.max_reason_bytes)?;
             if reason.is_empty() {
-                return reject_field(Code::InvalidArgument, "reason", "a rejection must carry a reason the engaged agent can read");
+                return reject_field(
+                    Code::InvalidArgument,
+                    "reason",
+                    "a rejection must carry a reason the engaged agent can read",
+                );
             }
             judge_engagement(cx, me()?, *engagement, Verdict::Reject { reason: reason.clone() }, &settled)
         }
@@ -420,7 +470,11 @@ fn deadline_won(settled: &[ObligationId], id: ObligationId) -> Res<()> {
 
 // --- §4 Agent -------------------------------------------------------------------------------------
 
-fn register(cx: &mut Cx<'_>, key_hash: kungfu_types::SecretHash, key_fingerprint: kungfu_types::Fingerprint) -> Res<ActionResult> {
+fn register(
+    cx: &mut Cx<'_>,
+    key_hash: kungfu_types::SecretHash,
+    key_fingerprint: kungfu_types::Fingerprint,
+) -> Res<ActionResult> {
     if cx.tx.agent_by_key(&key_hash)?.is_some() {
         // A fresh 256-bit secret never collides; a repeat means the caller reused secret material.
         return reject_field(Code::InvalidArgument, "key", "this key is already registered; generate a fresh key");
@@ -431,7 +485,9 @@ fn register(cx: &mut Cx<'_>, key_hash: kungfu_types::SecretHash, key_fingerprint
 }
 
 fn deactivate(cx: &mut Cx<'_>, agent: AgentId) -> Res<ActionResult> {
-    let Some(a) = cx.tx.agent(agent)? else { return not_found("agent") };
+    let Some(a) = cx.tx.agent(agent)? else {
+        return not_found("agent");
+    };
     if !a.is_active() {
         return reject(Code::NoEffect, "the agent is already deactivated");
     }
@@ -440,15 +496,24 @@ fn deactivate(cx: &mut Cx<'_>, agent: AgentId) -> Res<ActionResult> {
     let mut memberships_ended = Vec::new();
     let mut threads_closed = Vec::new();
     for (_, r) in cx.tx.index_refs(&keys::agent_threads(agent), usize::MAX)? {
-        let IndexRef::Thread(thread) = r else { continue };
+        let IndexRef::Thread(thread) = r else {
+            continue;
+        };
         memberships_ended.push(thread);
         let t = cx.tx.thread(thread)?.ok_or_else(|| StateError::corrupt(&keys::thread(thread), "missing"))?;
-        let m = cx.tx.membership(thread, agent)?.ok_or_else(|| StateError::corrupt(&keys::membership(thread, agent), "missing"))?;
+        let m = cx
+            .tx
+            .membership(thread, agent)?
+            .ok_or_else(|| StateError::corrupt(&keys::membership(thread, agent), "missing"))?;
         if t.is_open() && m.role == Role::Governor && t.governors == 1 {
             threads_closed.push(thread);
         }
     }
-    cx.emit(Fact::AgentDeactivated { agent, memberships_ended: memberships_ended.clone(), threads_closed: threads_closed.clone() })?;
+    cx.emit(Fact::AgentDeactivated {
+        agent,
+        memberships_ended: memberships_ended.clone(),
+        threads_closed: threads_closed.clone(),
+    })?;
     Ok(ActionResult::AgentDeactivated { agent, memberships_ended, threads_closed })
 }
 
@@ -458,7 +523,10 @@ fn create_memory(cx: &mut Cx<'_>, me: AgentId, content: &Content, field: &str) -
     cx.content(field, content, cx.limits.max_content_bytes)?;
     let a = cx.active(me)?;
     if a.memories >= cx.limits.max_memories_per_agent {
-        return reject(Code::LimitExceeded, format!("an agent may create at most {} Memories", cx.limits.max_memories_per_agent));
+        return reject(
+            Code::LimitExceeded,
+            format!("an agent may create at most {} Memories", cx.limits.max_memories_per_agent),
+        );
     }
     let memory = MemoryId(cx.counters()?.memories + 1);
     cx.emit(Fact::MemoryCreated { memory, author: me, content: content.clone() })?;
@@ -482,7 +550,10 @@ fn update_memory(cx: &mut Cx<'_>, me: AgentId, memory: MemoryId, content: &Conte
         return reject(Code::MemoryWithdrawn, "the Memory is withdrawn; it receives no further versions");
     }
     if m.current.0 >= cx.limits.max_versions_per_memory {
-        return reject(Code::LimitExceeded, format!("a Memory may have at most {} versions", cx.limits.max_versions_per_memory));
+        return reject(
+            Code::LimitExceeded,
+            format!("a Memory may have at most {} versions", cx.limits.max_versions_per_memory),
+        );
     }
     let version = m.current.next();
     cx.emit(Fact::MemoryUpdated { memory, version, content: content.clone() })?;
@@ -496,7 +567,10 @@ fn set_visibility(cx: &mut Cx<'_>, me: AgentId, memory: MemoryId, public: bool) 
     }
     if m.is_public() == public {
         // L2: no implicit successes beyond the two the spec names.
-        return reject(Code::NoEffect, if public { "the Memory is already public" } else { "the Memory is already private" });
+        return reject(
+            Code::NoEffect,
+            if public { "the Memory is already public" } else { "the Memory is already private" },
+        );
     }
     if public {
         cx.emit(Fact::MemoryPublished { memory })?;
@@ -523,7 +597,10 @@ fn check_open_thread_capacity(cx: &Cx<'_>, agent: &Agent) -> Res<()> {
     if agent.open_threads >= cx.limits.max_open_threads_per_agent {
         return reject(
             Code::LimitExceeded,
-            format!("an agent may belong to at most {} open threads; leave one first", cx.limits.max_open_threads_per_agent),
+            format!(
+                "an agent may belong to at most {} open threads; leave one first",
+                cx.limits.max_open_threads_per_agent
+            ),
         );
     }
     Ok(())
@@ -544,10 +621,20 @@ fn create_thread(cx: &mut Cx<'_>, me: AgentId, subject: &Content, grant: Option<
 
 fn emit_grant(cx: &mut Cx<'_>, thread: ThreadId, g: &NewGrant) -> Res<GrantReceipt> {
     if cx.tx.index(&keys::grant_by_hash(&g.hash))?.is_some() {
-        return reject_field(Code::InvalidArgument, "grant", "this grant secret is already in use; generate a fresh one");
+        return reject_field(
+            Code::InvalidArgument,
+            "grant",
+            "this grant secret is already in use; generate a fresh one",
+        );
     }
     let t = cx.tx.thread(thread)?.ok_or_else(|| StateError::corrupt(&keys::thread(thread), "missing"))?;
-    cx.emit(Fact::GrantIssued { thread, number: t.grants_issued + 1, role: g.role, hash: g.hash, fingerprint: g.fingerprint.clone() })?;
+    cx.emit(Fact::GrantIssued {
+        thread,
+        number: t.grants_issued + 1,
+        role: g.role,
+        hash: g.hash,
+        fingerprint: g.fingerprint.clone(),
+    })?;
     Ok(GrantReceipt { role: g.role, fingerprint: g.fingerprint.clone() })
 }
 
@@ -573,20 +660,35 @@ fn join(cx: &mut Cx<'_>, me: AgentId, grant_hash: &kungfu_types::SecretHash) -> 
     // §6.1: membership comes only through the thread's live admission grant. Every failure gives
     // the same answer, so a guess learns nothing (§12).
     let invalid = || reject(Code::GrantInvalid, "the admission grant is not valid");
-    let Some(IndexRef::Thread(thread)) = cx.tx.index(&keys::grant_by_hash(grant_hash))? else { return invalid() };
-    let Some(t) = cx.tx.thread(thread)? else { return invalid() };
-    let Some(grant) = t.grant.clone().filter(|g| g.hash == *grant_hash) else { return invalid() };
+    let Some(IndexRef::Thread(thread)) = cx.tx.index(&keys::grant_by_hash(grant_hash))? else {
+        return invalid();
+    };
+    let Some(t) = cx.tx.thread(thread)? else {
+        return invalid();
+    };
+    let Some(grant) = t.grant.clone().filter(|g| g.hash == *grant_hash) else {
+        return invalid();
+    };
     if !t.is_open() {
         return invalid();
     }
     if let Some(m) = cx.tx.membership(thread, me)? {
         if m.is_current() {
             // L2: joining again with a valid admission returns the existing membership.
-            return Ok(ActionResult::Joined { thread, agent: me, role: m.role, joined_at: m.joined_at, existing: true });
+            return Ok(ActionResult::Joined {
+                thread,
+                agent: me,
+                role: m.role,
+                joined_at: m.joined_at,
+                existing: true,
+            });
         }
     }
     if t.members >= cx.limits.max_members_per_thread {
-        return reject(Code::LimitExceeded, format!("a thread has at most {} members", cx.limits.max_members_per_thread));
+        return reject(
+            Code::LimitExceeded,
+            format!("a thread has at most {} members", cx.limits.max_members_per_thread),
+        );
     }
     check_open_thread_capacity(cx, &a)?;
     cx.emit(Fact::Joined { thread, agent: me, role: grant.role, via_grant: grant.number })?;
@@ -596,7 +698,10 @@ fn join(cx: &mut Cx<'_>, me: AgentId, grant_hash: &kungfu_types::SecretHash) -> 
 /// §6.2: an open thread must always have at least one governor.
 fn check_keeps_governor(t: &Thread, m: &Membership) -> Res<()> {
     if t.is_open() && m.role == Role::Governor && t.governors == 1 {
-        return reject(Code::SoleGovernor, "an open thread must keep a governor; hand over the role or close the thread first");
+        return reject(
+            Code::SoleGovernor,
+            "an open thread must keep a governor; hand over the role or close the thread first",
+        );
     }
     Ok(())
 }
@@ -675,7 +780,9 @@ fn post(
     let replied = match reply_to {
         Some(seq) => match cx.tx.entry(thread, seq)? {
             Some(e) => Some(e),
-            None => return reject_field(Code::InvalidArgument, "reply_to", "names no entry of this thread"),
+            None => {
+                return reject_field(Code::InvalidArgument, "reply_to", "names no entry of this thread");
+            }
         },
         None => None,
     };
@@ -689,7 +796,9 @@ fn post(
             }
             match cx.tx.membership(thread, *a)? {
                 Some(am) if am.may_speak() => {}
-                _ => return reject_field(Code::InvalidTarget, &format!("ask[{i}]"), "is not a member who may speak"),
+                _ => {
+                    return reject_field(Code::InvalidTarget, &format!("ask[{i}]"), "is not a member who may speak");
+                }
             }
         }
     }
@@ -741,11 +850,22 @@ fn post(
         }
     };
     let ended_own_response = match reply_to {
-        Some(p) => matches!(cx.tx.response(thread, p, me)?, Some(r) if r.state == ResponseState::Pending),
+        Some(p) => {
+            matches!(cx.tx.response(thread, p, me)?, Some(r) if r.state == ResponseState::Pending)
+        }
         None => false,
     };
     let entry = EntrySeq(t.last_entry + 1);
-    cx.emit(Fact::Posted { thread, entry, author: me, pin, reply_to, ask: ask.cloned(), responders: responders.clone(), task_ref })?;
+    cx.emit(Fact::Posted {
+        thread,
+        entry,
+        author: me,
+        pin,
+        reply_to,
+        ask: ask.cloned(),
+        responders: responders.clone(),
+        task_ref,
+    })?;
     let assignment = match assignment {
         Some(na) => Some(create_assignment(cx, me, thread, entry, na)?),
         None => None,
@@ -753,17 +873,27 @@ fn post(
     Ok(ActionResult::Posted { thread, entry, pin, responders, ended_own_response, assignment })
 }
 
-fn create_assignment(cx: &mut Cx<'_>, me: AgentId, thread: ThreadId, entry: EntrySeq, na: &NewAssignment) -> Res<AssignmentId> {
+fn create_assignment(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    thread: ThreadId,
+    entry: EntrySeq,
+    na: &NewAssignment,
+) -> Res<AssignmentId> {
     cx.content("assignment.criteria", &na.criteria, cx.limits.max_content_bytes)?;
     if let Some(s) = &na.output_structure {
         cx.content("assignment.output_structure", s, cx.limits.max_content_bytes)?;
     }
-    let delivery_window = cx.window("assignment.delivery_window", na.delivery_window, cx.limits.default_delivery_window)?;
-    let judgment_window = cx.window("assignment.judgment_window", na.judgment_window, cx.limits.default_judgment_window)?;
+    let delivery_window =
+        cx.window("assignment.delivery_window", na.delivery_window, cx.limits.default_delivery_window)?;
+    let judgment_window =
+        cx.window("assignment.judgment_window", na.judgment_window, cx.limits.default_judgment_window)?;
     // §6.4: addressed to exactly one member who may speak (possibly the creator).
     match cx.tx.membership(thread, na.addressee)? {
         Some(m) if m.may_speak() => {}
-        _ => return reject_field(Code::InvalidTarget, "assignment.addressee", "is not a member who may speak"),
+        _ => {
+            return reject_field(Code::InvalidTarget, "assignment.addressee", "is not a member who may speak");
+        }
     }
     let t = cx.tx.thread(thread)?.ok_or_else(|| StateError::corrupt(&keys::thread(thread), "missing"))?;
     if t.open_assignments >= cx.limits.max_open_assignments_per_thread {
@@ -789,7 +919,13 @@ fn create_assignment(cx: &mut Cx<'_>, me: AgentId, thread: ThreadId, entry: Entr
     Ok(assignment)
 }
 
-fn handle(cx: &mut Cx<'_>, me: AgentId, thread: ThreadId, entry: EntrySeq, note: Option<&Content>) -> Res<ActionResult> {
+fn handle(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    thread: ThreadId,
+    entry: EntrySeq,
+    note: Option<&Content>,
+) -> Res<ActionResult> {
     if let Some(n) = note {
         cx.content("note", n, cx.limits.max_note_bytes)?;
         if n.as_bytes().contains(&b'\n') {
@@ -799,7 +935,9 @@ fn handle(cx: &mut Cx<'_>, me: AgentId, thread: ThreadId, entry: EntrySeq, note:
     cx.open_member_thread(thread, me)?;
     match cx.tx.response(thread, entry, me)? {
         Some(r) if r.state == ResponseState::Pending => {}
-        _ => return reject(Code::NoPendingResponse, "you owe no pending response to that entry"),
+        _ => {
+            return reject(Code::NoPendingResponse, "you owe no pending response to that entry");
+        }
     }
     cx.emit(Fact::Handled { thread, entry, responder: me, note: note.cloned() })?;
     Ok(ActionResult::Handled { thread, entry })
@@ -851,7 +989,13 @@ fn take_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, settled: &[Ob
     Ok(ActionResult::AssignmentTaken { assignment: id, delivery_due })
 }
 
-fn deliver_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, output: &Content, settled: &[ObligationId]) -> Res<ActionResult> {
+fn deliver_assignment(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    id: AssignmentId,
+    output: &Content,
+    settled: &[ObligationId],
+) -> Res<ActionResult> {
     cx.content("output", output, cx.limits.max_content_bytes)?;
     let (a, _t, _) = cx.assignment_in_member_thread(id, me)?;
     if a.addressee != me {
@@ -860,9 +1004,16 @@ fn deliver_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, output: &C
     deadline_won(settled, ObligationId::AssignmentDelivery(id))?;
     match a.state {
         AssignmentState::Taken { .. } => {}
-        AssignmentState::Open => return reject(Code::InvalidState, "take the assignment before delivering"),
+        AssignmentState::Open => {
+            return reject(Code::InvalidState, "take the assignment before delivering");
+        }
         // §6.4: a delivery cannot be replaced.
-        _ => return reject(Code::InvalidState, "the assignment is already delivered or ended; a delivery cannot be replaced"),
+        _ => {
+            return reject(
+                Code::InvalidState,
+                "the assignment is already delivered or ended; a delivery cannot be replaced",
+            );
+        }
     }
     cx.emit(Fact::AssignmentDelivered { assignment: id, thread: a.thread, output: output.clone() })?;
     let a = cx.tx.assignment(id)?.ok_or_else(|| StateError::corrupt(&keys::assignment(id), "missing"))?;
@@ -872,7 +1023,13 @@ fn deliver_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, output: &C
     Ok(ActionResult::AssignmentDelivered { assignment: id, judgment_due })
 }
 
-fn judge_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, verdict: Verdict, settled: &[ObligationId]) -> Res<ActionResult> {
+fn judge_assignment(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    id: AssignmentId,
+    verdict: Verdict,
+    settled: &[ObligationId],
+) -> Res<ActionResult> {
     // Judging works in closed threads too (§6.5: delivered assignments remain judgeable).
     let (a, _t, _) = cx.assignment_in_member_thread(id, me)?;
     if a.creator != me {
@@ -884,11 +1041,18 @@ fn judge_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, verdict: Ver
     }
     if a.judge_forfeited {
         // §6.2: rejoining revives none of the earlier membership's rights.
-        return reject(Code::JudgmentForfeited, "your membership ended after delivery; the right to judge was forfeited");
+        return reject(
+            Code::JudgmentForfeited,
+            "your membership ended after delivery; the right to judge was forfeited",
+        );
     }
     let adopted = matches!(verdict, Verdict::Adopt);
     cx.emit(Fact::AssignmentJudged { assignment: id, thread: a.thread, verdict })?;
-    Ok(if adopted { ActionResult::AssignmentAdopted { assignment: id } } else { ActionResult::AssignmentRejected { assignment: id } })
+    Ok(if adopted {
+        ActionResult::AssignmentAdopted { assignment: id }
+    } else {
+        ActionResult::AssignmentRejected { assignment: id }
+    })
 }
 
 fn drop_assignment(cx: &mut Cx<'_>, me: AgentId, id: AssignmentId, settled: &[ObligationId]) -> Res<ActionResult> {
@@ -928,10 +1092,16 @@ fn check_contract(cx: &Cx<'_>, me: AgentId, draft: &ContractDraft) -> Res<Contra
     if let Some(r) = &draft.references {
         cx.content("contract.references", r, cx.limits.max_content_bytes)?;
     }
-    let delivery_window = cx.window("contract.delivery_window", draft.delivery_window, cx.limits.default_delivery_window)?;
-    let judgment_window = cx.window("contract.judgment_window", draft.judgment_window, cx.limits.default_judgment_window)?;
+    let delivery_window =
+        cx.window("contract.delivery_window", draft.delivery_window, cx.limits.default_delivery_window)?;
+    let judgment_window =
+        cx.window("contract.judgment_window", draft.judgment_window, cx.limits.default_judgment_window)?;
     if draft.inputs.len() > cx.limits.max_contract_inputs {
-        return reject_field(Code::LimitExceeded, "contract.inputs", format!("at most {} required inputs", cx.limits.max_contract_inputs));
+        return reject_field(
+            Code::LimitExceeded,
+            "contract.inputs",
+            format!("at most {} required inputs", cx.limits.max_contract_inputs),
+        );
     }
     // §7.1: a required input must be a pinned version of the author's own Memory.
     for (i, pin) in draft.inputs.iter().enumerate() {
@@ -946,24 +1116,40 @@ fn check_contract(cx: &Cx<'_>, me: AgentId, draft: &ContractDraft) -> Res<Contra
                 }
             }
             Some(m) if m.is_public() && m.is_valid() => {
-                return reject_field(Code::NotEntitled, &field, "a required input must be a version of your own Memory");
+                return reject_field(
+                    Code::NotEntitled,
+                    &field,
+                    "a required input must be a version of your own Memory",
+                );
             }
-            _ => return reject_field(Code::NotFound, &field, "no memory with that id is visible to you"),
+            _ => {
+                return reject_field(Code::NotFound, &field, "no memory with that id is visible to you");
+            }
         }
     }
     if draft.eligibility.excluded.len() > cx.limits.max_excluded_agents {
-        return reject_field(Code::LimitExceeded, "contract.eligibility.excluded", format!("at most {} agents", cx.limits.max_excluded_agents));
+        return reject_field(
+            Code::LimitExceeded,
+            "contract.eligibility.excluded",
+            format!("at most {} agents", cx.limits.max_excluded_agents),
+        );
     }
     if let Some(max) = draft.max_adoptions {
         if max == 0 || max > cx.limits.max_adoptions_cap {
-            return reject_field(Code::InvalidArgument, "contract.max_adoptions", format!("must be between 1 and {}", cx.limits.max_adoptions_cap));
+            return reject_field(
+                Code::InvalidArgument,
+                "contract.max_adoptions",
+                format!("must be between 1 and {}", cx.limits.max_adoptions_cap),
+            );
         }
     }
     // §7: a designated judge must be an agent (an existing, active one).
     if let Judge::Agent(j) = draft.judge {
         match cx.tx.agent(j)? {
             Some(a) if a.is_active() => {}
-            _ => return reject_field(Code::InvalidTarget, "contract.judge", "must name an active agent"),
+            _ => {
+                return reject_field(Code::InvalidTarget, "contract.judge", "must name an active agent");
+            }
         }
     }
     Ok(draft.clone().into_contract(delivery_window, judgment_window))
@@ -972,18 +1158,33 @@ fn check_contract(cx: &Cx<'_>, me: AgentId, draft: &ContractDraft) -> Res<Contra
 fn create_task(cx: &mut Cx<'_>, me: AgentId, audience: &Audience, draft: &ContractDraft) -> Res<ActionResult> {
     let a = cx.active(me)?;
     if a.tasks >= cx.limits.max_tasks_per_agent {
-        return reject(Code::LimitExceeded, format!("an agent may create at most {} Tasks", cx.limits.max_tasks_per_agent));
+        return reject(
+            Code::LimitExceeded,
+            format!("an agent may create at most {} Tasks", cx.limits.max_tasks_per_agent),
+        );
     }
     if let Audience::Restricted(named) = audience {
         if named.is_empty() {
-            return reject_field(Code::InvalidArgument, "audience", "a restricted audience must name at least one agent");
+            return reject_field(
+                Code::InvalidArgument,
+                "audience",
+                "a restricted audience must name at least one agent",
+            );
         }
         if named.len() > cx.limits.max_audience {
-            return reject_field(Code::LimitExceeded, "audience", format!("may name at most {} agents", cx.limits.max_audience));
+            return reject_field(
+                Code::LimitExceeded,
+                "audience",
+                format!("may name at most {} agents", cx.limits.max_audience),
+            );
         }
         for (i, agent) in named.iter().enumerate() {
             if *agent == me {
-                return reject_field(Code::InvalidTarget, &format!("audience[{i}]"), "the author must not take its own Task");
+                return reject_field(
+                    Code::InvalidTarget,
+                    &format!("audience[{i}]"),
+                    "the author must not take its own Task",
+                );
             }
             if cx.tx.agent(*agent)?.is_none() {
                 return reject_field(Code::InvalidTarget, &format!("audience[{i}]"), "names no agent");
@@ -1052,7 +1253,10 @@ fn take_task(cx: &mut Cx<'_>, me: AgentId, task: TaskId) -> Res<(EngagementId, b
         return reject(Code::TaskPaused, "the Task accepts no new engagements while paused");
     }
     if t.open_engagements >= cx.limits.max_open_engagements_per_task {
-        return reject(Code::LimitExceeded, format!("a Task has at most {} open engagements", cx.limits.max_open_engagements_per_task));
+        return reject(
+            Code::LimitExceeded,
+            format!("a Task has at most {} open engagements", cx.limits.max_open_engagements_per_task),
+        );
     }
     // §7.3: the engagement binds the contract version and the required input versions.
     let engagement = EngagementId(cx.counters()?.engagements + 1);
@@ -1072,7 +1276,14 @@ fn take_task(cx: &mut Cx<'_>, me: AgentId, task: TaskId) -> Res<(EngagementId, b
     Ok((engagement, false))
 }
 
-fn deliver_task(cx: &mut Cx<'_>, me: AgentId, task: TaskId, output: &Content, take: bool, settled: &[ObligationId]) -> Res<ActionResult> {
+fn deliver_task(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    task: TaskId,
+    output: &Content,
+    take: bool,
+    settled: &[ObligationId],
+) -> Res<ActionResult> {
     cx.content("output", output, cx.limits.max_content_bytes)?;
     // §7.3: taking and delivering may be one combined action; the engagement is still confirmed
     // (its fact recorded) before the delivery is accepted.
@@ -1086,7 +1297,10 @@ fn deliver_task(cx: &mut Cx<'_>, me: AgentId, task: TaskId, output: &Content, ta
                 for o in settled {
                     if let ObligationId::EngagementDelivery(e) = o {
                         if cx.tx.engagement(*e)?.is_some_and(|e| e.agent == me) {
-                            return reject(Code::DeadlinePassed, "the delivery deadline passed first; the deadline wins");
+                            return reject(
+                                Code::DeadlinePassed,
+                                "the delivery deadline passed first; the deadline wins",
+                            );
                         }
                     }
                 }
@@ -1094,12 +1308,14 @@ fn deliver_task(cx: &mut Cx<'_>, me: AgentId, task: TaskId, output: &Content, ta
             }
         }
     };
-    let e = cx.tx.engagement(engagement)?.ok_or_else(|| StateError::corrupt(&keys::engagement(engagement), "missing"))?;
+    let e =
+        cx.tx.engagement(engagement)?.ok_or_else(|| StateError::corrupt(&keys::engagement(engagement), "missing"))?;
     if !matches!(e.state, EngagementState::Open { .. }) {
         return reject(Code::InvalidState, "the engagement is already delivered; a delivery cannot be replaced");
     }
     cx.emit(Fact::EngagementDelivered { engagement, task, output: output.clone() })?;
-    let e = cx.tx.engagement(engagement)?.ok_or_else(|| StateError::corrupt(&keys::engagement(engagement), "missing"))?;
+    let e =
+        cx.tx.engagement(engagement)?.ok_or_else(|| StateError::corrupt(&keys::engagement(engagement), "missing"))?;
     let EngagementState::Delivered { judgment_due, .. } = e.state else {
         return Err(StateError::corrupt(&keys::engagement(engagement), "not delivered after delivery").into());
     };
@@ -1120,7 +1336,13 @@ fn drop_engagement(cx: &mut Cx<'_>, me: AgentId, id: EngagementId, settled: &[Ob
     Ok(ActionResult::EngagementDropped { task: e.task, engagement: id })
 }
 
-fn judge_engagement(cx: &mut Cx<'_>, me: AgentId, id: EngagementId, verdict: Verdict, settled: &[ObligationId]) -> Res<ActionResult> {
+fn judge_engagement(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    id: EngagementId,
+    verdict: Verdict,
+    settled: &[ObligationId],
+) -> Res<ActionResult> {
     let (e, t) = cx.engagement_visible(id, me)?;
     if e.judge != me {
         return reject(Code::NotRequester, "only the requester bound by the engagement's contract may judge it");
@@ -1139,7 +1361,12 @@ fn judge_engagement(cx: &mut Cx<'_>, me: AgentId, id: EngagementId, verdict: Ver
             .ok_or_else(|| StateError::corrupt(&keys::contract_version(e.task, e.contract_version), "missing"))?;
         if let Some(max) = cv.contract.max_adoptions {
             if t.adopted >= max {
-                return reject(Code::AdoptionLimitReached, format!("the Task already has its maximum of {max} adoptions; reject or let the judgment deadline pass"));
+                return reject(
+                    Code::AdoptionLimitReached,
+                    format!(
+                        "the Task already has its maximum of {max} adoptions; reject or let the judgment deadline pass"
+                    ),
+                );
             }
         }
     }

@@ -88,17 +88,21 @@ pub fn apply(state: &dyn StateRead, cmd: &Command, limits: &Limits) -> Result<Ap
     match decided {
         Ok(result) => {
             // The two no-effect successes of L2 record no fact, so their receipt names no seq.
-            let receipt = Receipt { kind: cmd.action.kind(), at: cmd.ts, seq: (!facts2.is_empty()).then_some(seq), result };
+            let receipt =
+                Receipt { kind: cmd.action.kind(), at: cmd.ts, seq: (!facts2.is_empty()).then_some(seq), result };
             let mut changes = first.tx.into_changes();
             changes.extend(changes2);
             let mut facts = first.facts;
             facts.extend(facts2);
             if let Some(rk) = receipt_key {
-                changes.insert(rk, Some(Record::Receipt(StoredReceipt { digest: cmd.digest, receipt: receipt.clone() })));
+                changes
+                    .insert(rk, Some(Record::Receipt(StoredReceipt { digest: cmd.digest, receipt: receipt.clone() })));
             }
             Ok(Applied { outcome: Ok(receipt), replayed: false, facts, changes })
         }
-        Err(Fail::Reject(r)) => Ok(Applied { outcome: Err(r), replayed: false, facts: first.facts, changes: first.tx.into_changes() }),
+        Err(Fail::Reject(r)) => {
+            Ok(Applied { outcome: Err(r), replayed: false, facts: first.facts, changes: first.tx.into_changes() })
+        }
         Err(Fail::State(e)) => Err(e),
     }
 }

@@ -93,7 +93,8 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
         }
         MemoryPublished { memory } | MemoryUnpublished { memory } => {
             let mut m = need(tx.memory(*memory)?, "memory")?;
-            m.visibility = if matches!(jf.fact, MemoryPublished { .. }) { Visibility::Public } else { Visibility::Private };
+            m.visibility =
+                if matches!(jf.fact, MemoryPublished { .. }) { Visibility::Public } else { Visibility::Private };
             tx.put(keys::memory(*memory), Record::Memory(m));
         }
         MemoryWithdrawn { memory } => {
@@ -128,7 +129,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             if let Some(old) = t.grant.take() {
                 tx.delete(keys::grant_by_hash(&old.hash));
             }
-            t.grant = Some(Grant { number: *number, role: *role, hash: *hash, fingerprint: fingerprint.clone(), issued_at: at });
+            t.grant = Some(Grant {
+                number: *number,
+                role: *role,
+                hash: *hash,
+                fingerprint: fingerprint.clone(),
+                issued_at: at,
+            });
             t.grants_issued = *number;
             tx.put(keys::grant_by_hash(hash), Record::Ref(IndexRef::Thread(*thread)));
             put_thread(tx, t);
@@ -253,8 +260,14 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             t.open_assignments += 1;
             put_thread(tx, t);
             tx.put(keys::thread_assignment(*thread, *assignment), Record::Ref(IndexRef::Assignment(*assignment)));
-            tx.put(keys::live_assignment(*thread, *creator, *assignment), Record::Ref(IndexRef::Assignment(*assignment)));
-            tx.put(keys::live_assignment(*thread, *addressee, *assignment), Record::Ref(IndexRef::Assignment(*assignment)));
+            tx.put(
+                keys::live_assignment(*thread, *creator, *assignment),
+                Record::Ref(IndexRef::Assignment(*assignment)),
+            );
+            tx.put(
+                keys::live_assignment(*thread, *addressee, *assignment),
+                Record::Ref(IndexRef::Assignment(*assignment)),
+            );
             // §8: an untaken assignment is an opportunity of its addressee, not an obligation.
             tx.put(
                 keys::opportunity(*addressee, at, OpportunityId::Assignment(*assignment)),
@@ -270,7 +283,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             let id = ObligationId::AssignmentDelivery(a.id);
             open_obligation(
                 tx,
-                Obligation { id, holder: a.addressee, object: ObjectRef::Thread(a.thread), arose_at: at, due_at: Some(delivery_due) },
+                Obligation {
+                    id,
+                    holder: a.addressee,
+                    object: ObjectRef::Thread(a.thread),
+                    arose_at: at,
+                    due_at: Some(delivery_due),
+                },
             );
             put_due(tx, ObjectRef::Thread(a.thread), delivery_due, id);
             put_assignment(tx, a);
@@ -289,7 +308,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             let id = ObligationId::AssignmentJudgment(a.id);
             open_obligation(
                 tx,
-                Obligation { id, holder: a.creator, object: ObjectRef::Thread(a.thread), arose_at: at, due_at: Some(judgment_due) },
+                Obligation {
+                    id,
+                    holder: a.creator,
+                    object: ObjectRef::Thread(a.thread),
+                    arose_at: at,
+                    due_at: Some(judgment_due),
+                },
             );
             put_due(tx, ObjectRef::Thread(a.thread), judgment_due, id);
             put_assignment(tx, a);
@@ -358,7 +383,12 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             t.current = *version;
             tx.put(
                 keys::contract_version(*task, *version),
-                Record::ContractVersion(ContractVersion { task: *task, version: *version, created_at: at, contract: contract.clone() }),
+                Record::ContractVersion(ContractVersion {
+                    task: *task,
+                    version: *version,
+                    created_at: at,
+                    contract: contract.clone(),
+                }),
             );
             put_task(tx, t);
         }
@@ -396,7 +426,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             let id = ObligationId::EngagementDelivery(*engagement);
             open_obligation(
                 tx,
-                Obligation { id, holder: *agent, object: ObjectRef::Task(*task), arose_at: at, due_at: Some(delivery_due) },
+                Obligation {
+                    id,
+                    holder: *agent,
+                    object: ObjectRef::Task(*task),
+                    arose_at: at,
+                    due_at: Some(delivery_due),
+                },
             );
             put_due(tx, ObjectRef::Task(*task), delivery_due, id);
         }
@@ -412,7 +448,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             let id = ObligationId::EngagementJudgment(e.id);
             open_obligation(
                 tx,
-                Obligation { id, holder: e.judge, object: ObjectRef::Task(e.task), arose_at: at, due_at: Some(judgment_due) },
+                Obligation {
+                    id,
+                    holder: e.judge,
+                    object: ObjectRef::Task(e.task),
+                    arose_at: at,
+                    due_at: Some(judgment_due),
+                },
             );
             put_due(tx, ObjectRef::Task(e.task), judgment_due, id);
             put_engagement(tx, e);
@@ -480,7 +522,10 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
 // --- helpers -----------------------------------------------------------------------------------
 
 fn need<T>(v: Option<T>, what: &str) -> Result<T, StateError> {
-    v.ok_or_else(|| StateError::Corrupt { key: String::new(), what: format!("a fact names a {what} that does not exist") })
+    v.ok_or_else(|| StateError::Corrupt {
+        key: String::new(),
+        what: format!("a fact names a {what} that does not exist"),
+    })
 }
 
 fn corrupt_state(what: &str, id: u64, msg: &str) -> StateError {
@@ -538,7 +583,13 @@ fn end_response(tx: &mut Tx<'_>, mut r: Response, how: ResponseEnd, at: Timestam
 }
 
 /// Ends every pending response `agent` owes in `thread`.
-fn end_responses_of(tx: &mut Tx<'_>, thread: ThreadId, agent: AgentId, how: ResponseEnd, at: Timestamp) -> Result<(), StateError> {
+fn end_responses_of(
+    tx: &mut Tx<'_>,
+    thread: ThreadId,
+    agent: AgentId,
+    how: ResponseEnd,
+    at: Timestamp,
+) -> Result<(), StateError> {
     for (_, r) in tx.index_refs(&keys::object_obligations_of(ObjectRef::Thread(thread), agent), usize::MAX)? {
         if let IndexRef::Obligation(ObligationId::Response { thread, entry, responder }) = r {
             let resp = need(tx.response(thread, entry, responder)?, "response")?;
@@ -559,7 +610,15 @@ fn add_membership(
     let generation = tx.membership(thread, agent)?.map(|m| m.generation).unwrap_or(0) + 1;
     tx.put(
         keys::membership(thread, agent),
-        Record::Membership(Membership { thread, agent, role, via_grant, joined_at: at, generation, state: MembershipState::Current }),
+        Record::Membership(Membership {
+            thread,
+            agent,
+            role,
+            via_grant,
+            joined_at: at,
+            generation,
+            state: MembershipState::Current,
+        }),
     );
     let mut t = need(tx.thread(thread)?, "thread")?;
     t.members += 1;
@@ -578,7 +637,13 @@ fn add_membership(
 }
 
 /// §6.2: the effects of a membership ending, all in the fact that ends it.
-fn end_membership(tx: &mut Tx<'_>, thread: ThreadId, agent: AgentId, reason: MembershipEnd, at: Timestamp) -> Result<(), StateError> {
+fn end_membership(
+    tx: &mut Tx<'_>,
+    thread: ThreadId,
+    agent: AgentId,
+    reason: MembershipEnd,
+    at: Timestamp,
+) -> Result<(), StateError> {
     let mut m = need(tx.membership(thread, agent)?, "membership")?;
     let mut t = need(tx.thread(thread)?, "thread")?;
     t.members -= 1;
@@ -675,7 +740,12 @@ fn unlink_live_assignment(tx: &mut Tx<'_>, a: &Assignment) -> Result<(), StateEr
 }
 
 /// Ends an open or taken assignment (dropped, voided or timed out).
-fn end_undelivered_assignment(tx: &mut Tx<'_>, mut a: Assignment, outcome: AssignmentOutcome, at: Timestamp) -> Result<(), StateError> {
+fn end_undelivered_assignment(
+    tx: &mut Tx<'_>,
+    mut a: Assignment,
+    outcome: AssignmentOutcome,
+    at: Timestamp,
+) -> Result<(), StateError> {
     match a.state {
         AssignmentState::Open => {
             tx.delete(keys::opportunity(a.addressee, a.created_at, OpportunityId::Assignment(a.id)));
@@ -685,7 +755,9 @@ fn end_undelivered_assignment(tx: &mut Tx<'_>, mut a: Assignment, outcome: Assig
             close_obligation(tx, id)?;
             delete_due(tx, ObjectRef::Thread(a.thread), delivery_due, id);
         }
-        _ => return Err(corrupt_state("assignment", a.id.0, "ended as undelivered after delivery")),
+        _ => {
+            return Err(corrupt_state("assignment", a.id.0, "ended as undelivered after delivery"));
+        }
     }
     unlink_live_assignment(tx, &a)?;
     a.state = AssignmentState::Ended { at, outcome, delivered: None };
@@ -693,7 +765,12 @@ fn end_undelivered_assignment(tx: &mut Tx<'_>, mut a: Assignment, outcome: Assig
     Ok(())
 }
 
-fn end_delivered_engagement(tx: &mut Tx<'_>, mut e: Engagement, outcome: EngagementOutcome, at: Timestamp) -> Result<(), StateError> {
+fn end_delivered_engagement(
+    tx: &mut Tx<'_>,
+    mut e: Engagement,
+    outcome: EngagementOutcome,
+    at: Timestamp,
+) -> Result<(), StateError> {
     let EngagementState::Delivered { judgment_due, output, .. } = e.state.clone() else {
         return Err(corrupt_state("engagement", e.id.0, "judged while not delivered"));
     };

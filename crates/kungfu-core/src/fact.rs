@@ -3,12 +3,10 @@
 //! but the current state and one fact. A combined action records the facts of its base actions in
 //! order (L2).
 
-use crate::model::{
-    AssignmentSpec, Audience, Contract, MembershipEnd, MissingJudgment, ObligationId, Pin,
-};
+use crate::model::{AssignmentSpec, Audience, Contract, MembershipEnd, MissingJudgment, ObligationId, Pin};
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, ObjectRef, Role,
-    SecretHash, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, ObjectRef, Role, SecretHash, TaskId,
+    ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -35,22 +33,71 @@ pub enum ExpiryResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Fact {
     // §4
-    AgentRegistered { agent: AgentId, key_hash: SecretHash, key_fingerprint: Fingerprint },
+    AgentRegistered {
+        agent: AgentId,
+        key_hash: SecretHash,
+        key_fingerprint: Fingerprint,
+    },
     /// §4: in one fact, the memberships end and governor-less open threads close.
-    AgentDeactivated { agent: AgentId, memberships_ended: Vec<ThreadId>, threads_closed: Vec<ThreadId> },
+    AgentDeactivated {
+        agent: AgentId,
+        memberships_ended: Vec<ThreadId>,
+        threads_closed: Vec<ThreadId>,
+    },
     // §5
-    MemoryCreated { memory: MemoryId, author: AgentId, content: Content },
-    MemoryUpdated { memory: MemoryId, version: Version, content: Content },
-    MemoryPublished { memory: MemoryId },
-    MemoryUnpublished { memory: MemoryId },
-    MemoryWithdrawn { memory: MemoryId },
+    MemoryCreated {
+        memory: MemoryId,
+        author: AgentId,
+        content: Content,
+    },
+    MemoryUpdated {
+        memory: MemoryId,
+        version: Version,
+        content: Content,
+    },
+    MemoryPublished {
+        memory: MemoryId,
+    },
+    MemoryUnpublished {
+        memory: MemoryId,
+    },
+    MemoryWithdrawn {
+        memory: MemoryId,
+    },
     // §6.1, §6.2
-    ThreadCreated { thread: ThreadId, creator: AgentId, subject: Content },
-    GrantIssued { thread: ThreadId, number: u32, role: Role, hash: SecretHash, fingerprint: Fingerprint },
-    GrantVoided { thread: ThreadId },
-    Joined { thread: ThreadId, agent: AgentId, role: Role, via_grant: u32 },
-    MembershipEnded { thread: ThreadId, agent: AgentId, reason: MembershipEnd },
-    RoleChanged { thread: ThreadId, agent: AgentId, from: Role, to: Role, by: AgentId },
+    ThreadCreated {
+        thread: ThreadId,
+        creator: AgentId,
+        subject: Content,
+    },
+    GrantIssued {
+        thread: ThreadId,
+        number: u32,
+        role: Role,
+        hash: SecretHash,
+        fingerprint: Fingerprint,
+    },
+    GrantVoided {
+        thread: ThreadId,
+    },
+    Joined {
+        thread: ThreadId,
+        agent: AgentId,
+        role: Role,
+        via_grant: u32,
+    },
+    MembershipEnded {
+        thread: ThreadId,
+        agent: AgentId,
+        reason: MembershipEnd,
+    },
+    RoleChanged {
+        thread: ThreadId,
+        agent: AgentId,
+        from: Role,
+        to: Role,
+        by: AgentId,
+    },
     // §6.3
     Posted {
         thread: ThreadId,
@@ -62,10 +109,21 @@ pub enum Fact {
         responders: BTreeSet<AgentId>,
         task_ref: Option<TaskId>,
     },
-    Handled { thread: ThreadId, entry: EntrySeq, responder: AgentId, note: Option<Content> },
-    Retracted { thread: ThreadId, entry: EntrySeq },
+    Handled {
+        thread: ThreadId,
+        entry: EntrySeq,
+        responder: AgentId,
+        note: Option<Content>,
+    },
+    Retracted {
+        thread: ThreadId,
+        entry: EntrySeq,
+    },
     // §6.5
-    ThreadClosed { thread: ThreadId, by: Option<AgentId> },
+    ThreadClosed {
+        thread: ThreadId,
+        by: Option<AgentId>,
+    },
     // §6.4
     AssignmentCreated {
         assignment: AssignmentId,
@@ -75,16 +133,46 @@ pub enum Fact {
         addressee: AgentId,
         spec: AssignmentSpec,
     },
-    AssignmentTaken { assignment: AssignmentId, thread: ThreadId },
-    AssignmentDelivered { assignment: AssignmentId, thread: ThreadId, output: Content },
-    AssignmentJudged { assignment: AssignmentId, thread: ThreadId, verdict: Verdict },
-    AssignmentDropped { assignment: AssignmentId, thread: ThreadId },
-    AssignmentVoided { assignment: AssignmentId, thread: ThreadId },
+    AssignmentTaken {
+        assignment: AssignmentId,
+        thread: ThreadId,
+    },
+    AssignmentDelivered {
+        assignment: AssignmentId,
+        thread: ThreadId,
+        output: Content,
+    },
+    AssignmentJudged {
+        assignment: AssignmentId,
+        thread: ThreadId,
+        verdict: Verdict,
+    },
+    AssignmentDropped {
+        assignment: AssignmentId,
+        thread: ThreadId,
+    },
+    AssignmentVoided {
+        assignment: AssignmentId,
+        thread: ThreadId,
+    },
     // §7
-    TaskCreated { task: TaskId, author: AgentId, audience: Audience, contract: Contract },
-    ContractRevised { task: TaskId, version: Version, contract: Contract },
-    TaskPaused { task: TaskId },
-    TaskResumed { task: TaskId },
+    TaskCreated {
+        task: TaskId,
+        author: AgentId,
+        audience: Audience,
+        contract: Contract,
+    },
+    ContractRevised {
+        task: TaskId,
+        version: Version,
+        contract: Contract,
+    },
+    TaskPaused {
+        task: TaskId,
+    },
+    TaskResumed {
+        task: TaskId,
+    },
     Engaged {
         engagement: EngagementId,
         task: TaskId,
@@ -94,12 +182,28 @@ pub enum Fact {
         judge: AgentId,
         on_missing_judgment: MissingJudgment,
     },
-    EngagementDelivered { engagement: EngagementId, task: TaskId, output: Content },
-    EngagementJudged { engagement: EngagementId, task: TaskId, verdict: Verdict },
-    EngagementDropped { engagement: EngagementId, task: TaskId },
+    EngagementDelivered {
+        engagement: EngagementId,
+        task: TaskId,
+        output: Content,
+    },
+    EngagementJudged {
+        engagement: EngagementId,
+        task: TaskId,
+        verdict: Verdict,
+    },
+    EngagementDropped {
+        engagement: EngagementId,
+        task: TaskId,
+    },
     // L4
     /// A deadline ended an obligation: exactly one terminal fact per obligation (L5).
-    DeadlinePassed { obligation: ObligationId, object: ObjectRef, due_at: Timestamp, result: ExpiryResult },
+    DeadlinePassed {
+        obligation: ObligationId,
+        object: ObjectRef,
+        due_at: Timestamp,
+        result: ExpiryResult,
+    },
 }
 
 impl Fact {

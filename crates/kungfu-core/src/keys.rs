@@ -6,8 +6,8 @@
 use crate::action::{ActionKind, Principal};
 use crate::model::{ObligationId, OpportunityId};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, IdempotencyKey, MemoryId, ObjectRef, SecretHash,
-    TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, IdempotencyKey, MemoryId, ObjectRef, SecretHash, TaskId, ThreadId,
+    Timestamp, Version,
 };
 
 /// A key: family byte, then the family's fields.
@@ -79,7 +79,9 @@ impl K {
     }
     fn obligation(self, o: ObligationId) -> K {
         match o {
-            ObligationId::Response { thread, entry, responder } => self.u8(1).u64(thread.0).u64(entry.0).u64(responder.0),
+            ObligationId::Response { thread, entry, responder } => {
+                self.u8(1).u64(thread.0).u64(entry.0).u64(responder.0)
+            }
             ObligationId::AssignmentDelivery(a) => self.u8(2).u64(a.0),
             ObligationId::AssignmentJudgment(a) => self.u8(3).u64(a.0),
             ObligationId::EngagementDelivery(e) => self.u8(4).u64(e.0),

@@ -3,8 +3,8 @@
 //! everywhere (L6): every participant-written value is a [`Content`] and nothing else is.
 
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, Micros,
-    ObjectRef, Role, SecretHash, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, Micros, ObjectRef, Role, SecretHash,
+    TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -85,7 +85,9 @@ pub enum Visibility {
 pub enum MemoryState {
     Valid,
     /// §5: terminal; no further versions, no new references.
-    Withdrawn { at: Timestamp },
+    Withdrawn {
+        at: Timestamp,
+    },
 }
 
 /// One immutable version of a Memory (§5: "Versions are immutable").
@@ -138,7 +140,9 @@ impl Thread {
 pub enum ThreadState {
     Open,
     /// §6.5: terminal and read-only.
-    Closed { at: Timestamp },
+    Closed {
+        at: Timestamp,
+    },
 }
 
 /// A live admission grant. Only the hash of its bearer secret is kept (§12).
@@ -226,9 +230,13 @@ pub enum ResponseState {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ResponseEnd {
-    Replied { by_entry: EntrySeq },
+    Replied {
+        by_entry: EntrySeq,
+    },
     /// The note is readable only by the entry's author and the responder (§6.3).
-    Handled { note: Option<Content> },
+    Handled {
+        note: Option<Content>,
+    },
     Retracted,
     MembershipEnded,
     Demoted,
@@ -268,9 +276,21 @@ pub struct Assignment {
 pub enum AssignmentState {
     /// Not taken: no obligation, no running deadline (§6.4).
     Open,
-    Taken { at: Timestamp, delivery_due: Timestamp },
-    Delivered { taken_at: Timestamp, at: Timestamp, judgment_due: Timestamp, output: Content },
-    Ended { at: Timestamp, outcome: AssignmentOutcome, delivered: Option<Content> },
+    Taken {
+        at: Timestamp,
+        delivery_due: Timestamp,
+    },
+    Delivered {
+        taken_at: Timestamp,
+        at: Timestamp,
+        judgment_due: Timestamp,
+        output: Content,
+    },
+    Ended {
+        at: Timestamp,
+        outcome: AssignmentOutcome,
+        delivered: Option<Content>,
+    },
 }
 
 /// §6.4 terminal states. Irreversible.
@@ -362,7 +382,7 @@ pub struct Task {
     pub created_at: Timestamp,
     pub audience: Audience,
     pub current: Version,
-    /// The requester of the current contract version.
+    /// §7: a paused Task accepts no new engagements; existing ones continue.
     pub paused: bool,
     /// §7.4: adopted deliveries, the only thing the adoption limit counts.
     pub adopted: u32,

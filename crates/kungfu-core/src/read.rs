@@ -10,8 +10,8 @@ use crate::limits::Limits;
 use crate::model::*;
 use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
 use kungfu_types::{
-    AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, NextStep, ObjectRef,
-    Rejection, Role, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, NextStep, ObjectRef, Rejection, Role,
+    TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +46,9 @@ impl Cursor {
         hex::encode(&self.0)
     }
     pub fn from_hex(s: &str) -> Result<Cursor, Rejection> {
-        hex::decode(s).map(Cursor).map_err(|_| Rejection::field(Code::InvalidArgument, "cursor", "is not a cursor returned by this read"))
+        hex::decode(s)
+            .map(Cursor)
+            .map_err(|_| Rejection::field(Code::InvalidArgument, "cursor", "is not a cursor returned by this read"))
     }
 }
 
@@ -54,7 +56,10 @@ fn check_cursor(cursor: Option<&Cursor>, prefix: &[u8]) -> ReadResult<Option<Key
     match cursor {
         None => Ok(None),
         Some(c) if c.0.starts_with(prefix) => Ok(Some(c.0.clone())),
-        Some(_) => Err(Rejection::field(Code::InvalidArgument, "cursor", "belongs to another read; start without a cursor").into()),
+        Some(_) => {
+            Err(Rejection::field(Code::InvalidArgument, "cursor", "belongs to another read; start without a cursor")
+                .into())
+        }
     }
 }
 
@@ -92,7 +97,14 @@ fn turn_item(o: &Obligation, now: Timestamp) -> TurnItem {
 /// §8: the agent's open obligations across all its memberships and engagements, ordered by when
 /// each arose, without duplicates, paginated so that a full traversal omits nothing. `now` only
 /// decides whether a passed deadline turns the next step into `wait`.
-pub fn turn(state: &dyn StateRead, agent: AgentId, cursor: Option<&Cursor>, page_size: usize, now: Timestamp, limits: &Limits) -> ReadResult<TurnPage> {
+pub fn turn(
+    state: &dyn StateRead,
+    agent: AgentId,
+    cursor: Option<&Cursor>,
+    page_size: usize,
+    now: Timestamp,
+    limits: &Limits,
+) -> ReadResult<TurnPage> {
     let prefix = keys::turn_of(agent);
     let after = check_cursor(cursor, &prefix)?;
     let limit = limits.page_size(page_size);
@@ -126,7 +138,13 @@ pub struct OpportunityPage {
 
 /// §8: untaken assignments addressed to the agent and restricted Tasks naming it that it could
 /// take now, discoverable without knowing where they are. They bind no one.
-pub fn opportunities(state: &dyn StateRead, agent: AgentId, cursor: Option<&Cursor>, page_size: usize, limits: &Limits) -> ReadResult<OpportunityPage> {
+pub fn opportunities(
+    state: &dyn StateRead,
+    agent: AgentId,
+    cursor: Option<&Cursor>,
+    page_size: usize,
+    limits: &Limits,
+) -> ReadResult<OpportunityPage> {
     let prefix = keys::opportunities_of(agent);
     let after = check_cursor(cursor, &prefix)?;
     let limit = limits.page_size(page_size);
@@ -170,7 +188,12 @@ pub fn pin_readable(state: &dyn StateRead, context_author: AgentId, pin: Pin) ->
 
 /// Whether the agent may read a Task's contract layer: its author, its designated judge, or its
 /// audience (DESIGN §9).
-pub fn task_visible_to(state: &dyn StateRead, task: &Task, cv: &ContractVersion, agent: AgentId) -> Result<bool, StateError> {
+pub fn task_visible_to(
+    state: &dyn StateRead,
+    task: &Task,
+    cv: &ContractVersion,
+    agent: AgentId,
+) -> Result<bool, StateError> {
     if task.author == agent || cv.contract.judge == Judge::Agent(agent) {
         return Ok(true);
     }
@@ -181,7 +204,9 @@ pub fn task_visible_to(state: &dyn StateRead, task: &Task, cv: &ContractVersion,
 }
 
 fn current_membership(state: &dyn StateRead, thread: ThreadId, agent: AgentId) -> ReadResult<(Thread, Membership)> {
-    let Some(t) = state.thread(thread)? else { return not_found("thread") };
+    let Some(t) = state.thread(thread)? else {
+        return not_found("thread");
+    };
     match state.membership(thread, agent)? {
         Some(m) if m.is_current() => Ok((t, m)),
         _ => not_found("thread"),
@@ -201,8 +226,15 @@ pub struct MemoryView {
 
 /// Reads a Memory directly: its author reads every version; any other agent reads the current
 /// version of a valid public Memory (§5, §9). Pinned reads go through their context instead.
-pub fn read_memory(state: &dyn StateRead, agent: AgentId, memory: MemoryId, version: Option<Version>) -> ReadResult<MemoryView> {
-    let Some(m) = state.memory(memory)? else { return not_found("memory") };
+pub fn read_memory(
+    state: &dyn StateRead,
+    agent: AgentId,
+    memory: MemoryId,
+    version: Option<Version>,
+) -> ReadResult<MemoryView> {
+    let Some(m) = state.memory(memory)? else {
+        return not_found("memory");
+    };
     let version = if m.author == agent {
         version.unwrap_or(m.current)
     } else if m.is_valid() && m.is_public() && version.is_none_or(|v| v == m.current) {
@@ -210,7 +242,9 @@ pub fn read_memory(state: &dyn StateRead, agent: AgentId, memory: MemoryId, vers
     } else {
         return not_found("memory");
     };
-    let Some(v) = state.memory_version(memory, version)? else { return not_found("memory") };
+    let Some(v) = state.memory_version(memory, version)? else {
+        return not_found("memory");
+    };
     Ok(MemoryView { memory: m, version, created_at: v.created_at, content: v.content })
 }
 
@@ -232,13 +266,22 @@ pub struct EntryView {
 
 pub fn read_entry(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: EntrySeq) -> ReadResult<EntryView> {
     current_membership(state, thread, agent)?;
-    let Some(entry) = state.entry(thread, seq)? else { return not_found("entry") };
+    let Some(entry) = state.entry(thread, seq)? else {
+        return not_found("entry");
+    };
     let content = pinned_content(state, entry.author, entry.pin)?;
     Ok(EntryView { entry, content })
 }
 
 /// A page of a thread's entries (structure only; content on demand through [`read_entry`]).
-pub fn timeline(state: &dyn StateRead, agent: AgentId, thread: ThreadId, after: Option<EntrySeq>, page_size: usize, limits: &Limits) -> ReadResult<Vec<Entry>> {
+pub fn timeline(
+    state: &dyn StateRead,
+    agent: AgentId,
+    thread: ThreadId,
+    after: Option<EntrySeq>,
+    page_size: usize,
+    limits: &Limits,
+) -> ReadResult<Vec<Entry>> {
     current_membership(state, thread, agent)?;
     let after_key = after.map(|s| keys::entry(thread, s));
     let rows = state.scan(&keys::entries_of(thread), after_key.as_deref(), limits.page_size(page_size))?;
@@ -247,10 +290,20 @@ pub fn timeline(state: &dyn StateRead, agent: AgentId, thread: ThreadId, after: 
 
 /// One response as a member sees it: the handle note only for the entry's author and the
 /// responder (§6.3); everyone else gets the structure with the note removed.
-pub fn read_response(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: EntrySeq, responder: AgentId) -> ReadResult<Response> {
+pub fn read_response(
+    state: &dyn StateRead,
+    agent: AgentId,
+    thread: ThreadId,
+    seq: EntrySeq,
+    responder: AgentId,
+) -> ReadResult<Response> {
     current_membership(state, thread, agent)?;
-    let Some(entry) = state.entry(thread, seq)? else { return not_found("response") };
-    let Some(mut r) = state.response(thread, seq, responder)? else { return not_found("response") };
+    let Some(entry) = state.entry(thread, seq)? else {
+        return not_found("response");
+    };
+    let Some(mut r) = state.response(thread, seq, responder)? else {
+        return not_found("response");
+    };
     if agent != entry.author && agent != responder {
         if let ResponseState::Ended { how: ResponseEnd::Handled { note }, .. } = &mut r.state {
             *note = None;
@@ -261,7 +314,9 @@ pub fn read_response(state: &dyn StateRead, agent: AgentId, thread: ThreadId, se
 
 /// An assignment, for a current member of its thread (a thread's content is its members', §9).
 pub fn read_assignment(state: &dyn StateRead, agent: AgentId, id: AssignmentId) -> ReadResult<Assignment> {
-    let Some(a) = state.assignment(id)? else { return not_found("assignment") };
+    let Some(a) = state.assignment(id)? else {
+        return not_found("assignment");
+    };
     match current_membership(state, a.thread, agent) {
         Ok(_) => Ok(a),
         Err(ReadError::Rejected(_)) => not_found("assignment"),
@@ -278,9 +333,18 @@ pub struct TaskView {
 
 /// A Task and a contract version: the current one by default. The author and the judge read any
 /// version; an engaged agent reads the version it bound; the audience reads the current one.
-pub fn read_task(state: &dyn StateRead, agent: AgentId, task: TaskId, version: Option<Version>) -> ReadResult<TaskView> {
-    let Some(t) = state.task(task)? else { return not_found("task") };
-    let Some(current) = state.contract_version(task, t.current)? else { return not_found("task") };
+pub fn read_task(
+    state: &dyn StateRead,
+    agent: AgentId,
+    task: TaskId,
+    version: Option<Version>,
+) -> ReadResult<TaskView> {
+    let Some(t) = state.task(task)? else {
+        return not_found("task");
+    };
+    let Some(current) = state.contract_version(task, t.current)? else {
+        return not_found("task");
+    };
     if !task_visible_to(state, &t, &current, agent)? {
         return not_found("task");
     }
@@ -288,7 +352,9 @@ pub fn read_task(state: &dyn StateRead, agent: AgentId, task: TaskId, version: O
         None => current,
         Some(v) if v == t.current => current,
         Some(v) => {
-            let privileged = t.author == agent || current.contract.judge == Judge::Agent(agent) || bound_version(state, task, agent, v)?;
+            let privileged = t.author == agent
+                || current.contract.judge == Judge::Agent(agent)
+                || bound_version(state, task, agent, v)?;
             match (privileged, state.contract_version(task, v)?) {
                 (true, Some(cv)) => cv,
                 _ => return not_found("contract version"),
@@ -314,8 +380,12 @@ fn bound_version(state: &dyn StateRead, task: TaskId, agent: AgentId, v: Version
 /// An engagement: visible to the engaged agent, its requester (judge) and the Task's author. The
 /// delivered output and a rejection reason only to the engaged agent and the requester (§9).
 pub fn read_engagement(state: &dyn StateRead, agent: AgentId, id: EngagementId) -> ReadResult<Engagement> {
-    let Some(mut e) = state.engagement(id)? else { return not_found("engagement") };
-    let Some(t) = state.task(e.task)? else { return not_found("engagement") };
+    let Some(mut e) = state.engagement(id)? else {
+        return not_found("engagement");
+    };
+    let Some(t) = state.task(e.task)? else {
+        return not_found("engagement");
+    };
     if agent != e.agent && agent != e.judge && agent != t.author {
         return not_found("engagement");
     }
@@ -336,15 +406,33 @@ pub fn read_engagement(state: &dyn StateRead, agent: AgentId, id: EngagementId) 
 
 /// A required input of an engagement, readable by the engaged agent for the life of the
 /// engagement even if the author withdrew the Memory since (§7.1, §5).
-pub fn read_engagement_input(state: &dyn StateRead, agent: AgentId, id: EngagementId, index: usize) -> ReadResult<MemoryView> {
+pub fn read_engagement_input(
+    state: &dyn StateRead,
+    agent: AgentId,
+    id: EngagementId,
+    index: usize,
+) -> ReadResult<MemoryView> {
     let e = read_engagement(state, agent, id)?;
-    let Some(t) = state.task(e.task)? else { return not_found("engagement") };
-    let Some(pin) = e.inputs.get(index).copied() else {
-        return Err(Rejection::field(Code::InvalidArgument, "index", format!("the engagement has {} inputs", e.inputs.len())).into());
+    let Some(t) = state.task(e.task)? else {
+        return not_found("engagement");
     };
-    let Some(content) = pinned_content(state, t.author, pin)? else { return not_found("memory") };
-    let Some(m) = state.memory(pin.memory)? else { return not_found("memory") };
-    let Some(v) = state.memory_version(pin.memory, pin.version)? else { return not_found("memory") };
+    let Some(pin) = e.inputs.get(index).copied() else {
+        return Err(Rejection::field(
+            Code::InvalidArgument,
+            "index",
+            format!("the engagement has {} inputs", e.inputs.len()),
+        )
+        .into());
+    };
+    let Some(content) = pinned_content(state, t.author, pin)? else {
+        return not_found("memory");
+    };
+    let Some(m) = state.memory(pin.memory)? else {
+        return not_found("memory");
+    };
+    let Some(v) = state.memory_version(pin.memory, pin.version)? else {
+        return not_found("memory");
+    };
     Ok(MemoryView { memory: m, version: pin.version, created_at: v.created_at, content })
 }
 
@@ -363,8 +451,18 @@ pub struct HistoryItem {
 /// The state of the object, as structure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ObjectSummary {
-    Agent { id: AgentId, active: bool, open_threads: u32 },
-    Memory { id: MemoryId, author: AgentId, current: Version, public: bool, withdrawn: bool },
+    Agent {
+        id: AgentId,
+        active: bool,
+        open_threads: u32,
+    },
+    Memory {
+        id: MemoryId,
+        author: AgentId,
+        current: Version,
+        public: bool,
+        withdrawn: bool,
+    },
     Thread {
         id: ThreadId,
         open: bool,
@@ -374,7 +472,16 @@ pub enum ObjectSummary {
         /// The live grant's role and fingerprint, shown to governors only.
         grant: Option<(Role, String)>,
     },
-    Task { id: TaskId, author: AgentId, restricted: bool, current: Version, paused: bool, adopted: u32, open_engagements: u32, max_adoptions: Option<u32> },
+    Task {
+        id: TaskId,
+        author: AgentId,
+        restricted: bool,
+        current: Version,
+        paused: bool,
+        adopted: u32,
+        open_engagements: u32,
+        max_adoptions: Option<u32>,
+    },
 }
 
 /// §8: the minimum needed to act on an object: identity and state, the agent's role, a digest of
@@ -390,7 +497,13 @@ pub struct WorkingSet {
     pub available: Vec<ActionKind>,
 }
 
-pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now: Timestamp, limits: &Limits) -> ReadResult<WorkingSet> {
+pub fn working_set(
+    state: &dyn StateRead,
+    agent: AgentId,
+    object: ObjectRef,
+    now: Timestamp,
+    limits: &Limits,
+) -> ReadResult<WorkingSet> {
     let mut role = None;
     let mut available = Vec::new();
     let summary = match object {
@@ -398,7 +511,9 @@ pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now
             if id != agent {
                 return not_found("agent");
             }
-            let Some(a) = state.agent(id)? else { return not_found("agent") };
+            let Some(a) = state.agent(id)? else {
+                return not_found("agent");
+            };
             ObjectSummary::Agent { id, active: a.is_active(), open_threads: a.open_threads }
         }
         ObjectRef::Memory(id) => {
@@ -408,7 +523,13 @@ pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now
                 available.extend([ActionKind::UpdateMemory, ActionKind::WithdrawMemory]);
                 available.push(if m.is_public() { ActionKind::UnpublishMemory } else { ActionKind::PublishMemory });
             }
-            ObjectSummary::Memory { id, author: m.author, current: m.current, public: m.is_public(), withdrawn: !m.is_valid() }
+            ObjectSummary::Memory {
+                id,
+                author: m.author,
+                current: m.current,
+                public: m.is_public(),
+                withdrawn: !m.is_valid(),
+            }
         }
         ObjectRef::Thread(id) => {
             let (t, me) = current_membership(state, id, agent)?;
@@ -427,7 +548,12 @@ pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now
                     available.push(ActionKind::Post);
                 }
                 if me.role == Role::Governor {
-                    available.extend([ActionKind::IssueGrant, ActionKind::ChangeRole, ActionKind::Remove, ActionKind::CloseThread]);
+                    available.extend([
+                        ActionKind::IssueGrant,
+                        ActionKind::ChangeRole,
+                        ActionKind::Remove,
+                        ActionKind::CloseThread,
+                    ]);
                     if t.grant.is_some() {
                         available.push(ActionKind::VoidGrant);
                     }
@@ -449,14 +575,28 @@ pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now
                     }
                 }
             }
-            let grant = if me.role == Role::Governor { t.grant.as_ref().map(|g| (g.role, g.fingerprint.0.clone())) } else { None };
-            ObjectSummary::Thread { id, open: t.is_open(), members, last_entry: t.last_entry, open_assignments: t.open_assignments, grant }
+            let grant = if me.role == Role::Governor {
+                t.grant.as_ref().map(|g| (g.role, g.fingerprint.0.clone()))
+            } else {
+                None
+            };
+            ObjectSummary::Thread {
+                id,
+                open: t.is_open(),
+                members,
+                last_entry: t.last_entry,
+                open_assignments: t.open_assignments,
+                grant,
+            }
         }
         ObjectRef::Task(id) => {
             let view = read_task(state, agent, id, None)?;
             let t = view.task;
             if t.author == agent {
-                available.extend([ActionKind::ReviseContract, if t.paused { ActionKind::ResumeTask } else { ActionKind::PauseTask }]);
+                available.extend([
+                    ActionKind::ReviseContract,
+                    if t.paused { ActionKind::ResumeTask } else { ActionKind::PauseTask },
+                ]);
             } else if !t.paused || state.index(&keys::open_engagement(id, agent))?.is_some() {
                 available.extend([ActionKind::TakeTask, ActionKind::DeliverTask]);
             }
@@ -481,10 +621,16 @@ pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now
                     let item = turn_item(&o, now);
                     let kinds: &[ActionKind] = match id {
                         ObligationId::Response { .. } => &[ActionKind::Post, ActionKind::Handle],
-                        ObligationId::AssignmentDelivery(_) => &[ActionKind::DeliverAssignment, ActionKind::DropAssignment],
-                        ObligationId::AssignmentJudgment(_) => &[ActionKind::AdoptAssignment, ActionKind::RejectAssignment],
+                        ObligationId::AssignmentDelivery(_) => {
+                            &[ActionKind::DeliverAssignment, ActionKind::DropAssignment]
+                        }
+                        ObligationId::AssignmentJudgment(_) => {
+                            &[ActionKind::AdoptAssignment, ActionKind::RejectAssignment]
+                        }
                         ObligationId::EngagementDelivery(_) => &[ActionKind::DeliverTask, ActionKind::DropEngagement],
-                        ObligationId::EngagementJudgment(_) => &[ActionKind::AdoptEngagement, ActionKind::RejectEngagement],
+                        ObligationId::EngagementJudgment(_) => {
+                            &[ActionKind::AdoptEngagement, ActionKind::RejectEngagement]
+                        }
                     };
                     if item.next != NextStep::Wait {
                         for k in kinds {
@@ -501,7 +647,9 @@ pub fn working_set(state: &dyn StateRead, agent: AgentId, object: ObjectRef, now
         .scan_rev(&keys::journal_of(object), None, limits.history_digest_len)?
         .into_iter()
         .filter_map(|(_, r)| match r {
-            Record::Fact(f) => Some(HistoryItem { seq: f.seq, idx: f.idx, at: f.at, actor: f.actor, fact: f.fact.name().to_string() }),
+            Record::Fact(f) => {
+                Some(HistoryItem { seq: f.seq, idx: f.idx, at: f.at, actor: f.actor, fact: f.fact.name().to_string() })
+            }
             _ => None,
         })
         .collect();
@@ -516,7 +664,11 @@ fn push_once(v: &mut Vec<ActionKind>, k: ActionKind) {
 
 /// Every obligation due at or before `until`, in due order: what the leader arms timers for
 /// (DESIGN §4). Bounded by `limit`; continue after the last key returned.
-pub fn due_obligations(state: &dyn StateRead, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, ObligationId, Option<ObjectRef>)>, StateError> {
+pub fn due_obligations(
+    state: &dyn StateRead,
+    after: Option<&[u8]>,
+    limit: usize,
+) -> Result<Vec<(Key, ObligationId, Option<ObjectRef>)>, StateError> {
     let mut out = Vec::new();
     for (k, r) in state.scan(&keys::due_all(), after, limit)? {
         if let Record::Ref(IndexRef::Obligation(id)) = r {

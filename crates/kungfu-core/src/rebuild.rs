@@ -38,5 +38,12 @@ pub fn rebuild(state: &dyn StateRead) -> Result<MemState, StateError> {
 /// The state without receipts: receipts are what requests were told, not protocol state, and are
 /// the one family that facts do not rebuild (they are kept as they were written, L3).
 pub fn without_receipts(state: &MemState) -> MemState {
-    MemState { map: state.map.iter().filter(|(k, _)| Family::of(k) != Some(Family::Receipts)).map(|(k, v)| (k.clone(), v.clone())).collect() }
+    MemState {
+        map: state
+            .map
+            .iter()
+            .filter(|(k, _)| Family::of(k) != Some(Family::Receipts))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
 }

@@ -5,8 +5,8 @@
 use crate::action::ActionKind;
 use crate::model::{ObligationId, Pin};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, MemoryId, RequestDigest, Role,
-    TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, MemoryId, RequestDigest, Role, TaskId, ThreadId,
+    Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -38,21 +38,65 @@ pub struct StoredReceipt {
 /// The protocol facts of one successful action.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ActionResult {
-    AgentRegistered { agent: AgentId, key_fingerprint: Fingerprint },
-    AgentDeactivated { agent: AgentId, memberships_ended: Vec<ThreadId>, threads_closed: Vec<ThreadId> },
-    MemoryCreated { memory: MemoryId, version: Version },
-    MemoryUpdated { memory: MemoryId, version: Version },
-    MemoryPublished { memory: MemoryId },
-    MemoryUnpublished { memory: MemoryId },
-    MemoryWithdrawn { memory: MemoryId },
-    ThreadCreated { thread: ThreadId, grant: Option<GrantReceipt> },
-    GrantIssued { thread: ThreadId, grant: GrantReceipt, voided_previous: bool },
-    GrantVoided { thread: ThreadId },
+    AgentRegistered {
+        agent: AgentId,
+        key_fingerprint: Fingerprint,
+    },
+    AgentDeactivated {
+        agent: AgentId,
+        memberships_ended: Vec<ThreadId>,
+        threads_closed: Vec<ThreadId>,
+    },
+    MemoryCreated {
+        memory: MemoryId,
+        version: Version,
+    },
+    MemoryUpdated {
+        memory: MemoryId,
+        version: Version,
+    },
+    MemoryPublished {
+        memory: MemoryId,
+    },
+    MemoryUnpublished {
+        memory: MemoryId,
+    },
+    MemoryWithdrawn {
+        memory: MemoryId,
+    },
+    ThreadCreated {
+        thread: ThreadId,
+        grant: Option<GrantReceipt>,
+    },
+    GrantIssued {
+        thread: ThreadId,
+        grant: GrantReceipt,
+        voided_previous: bool,
+    },
+    GrantVoided {
+        thread: ThreadId,
+    },
     /// `existing`: L2's first no-effect success, joining again returns the existing membership.
-    Joined { thread: ThreadId, agent: AgentId, role: Role, joined_at: Timestamp, existing: bool },
-    Left { thread: ThreadId },
-    Removed { thread: ThreadId, member: AgentId },
-    RoleChanged { thread: ThreadId, member: AgentId, from: Role, to: Role },
+    Joined {
+        thread: ThreadId,
+        agent: AgentId,
+        role: Role,
+        joined_at: Timestamp,
+        existing: bool,
+    },
+    Left {
+        thread: ThreadId,
+    },
+    Removed {
+        thread: ThreadId,
+        member: AgentId,
+    },
+    RoleChanged {
+        thread: ThreadId,
+        member: AgentId,
+        from: Role,
+        to: Role,
+    },
     Posted {
         thread: ThreadId,
         entry: EntrySeq,
@@ -62,26 +106,80 @@ pub enum ActionResult {
         ended_own_response: bool,
         assignment: Option<AssignmentId>,
     },
-    Handled { thread: ThreadId, entry: EntrySeq },
-    Retracted { thread: ThreadId, entry: EntrySeq, responses_ended: u32 },
-    ThreadClosed { thread: ThreadId },
-    AssignmentTaken { assignment: AssignmentId, delivery_due: Timestamp },
-    AssignmentDelivered { assignment: AssignmentId, judgment_due: Timestamp },
-    AssignmentAdopted { assignment: AssignmentId },
-    AssignmentRejected { assignment: AssignmentId },
-    AssignmentDropped { assignment: AssignmentId },
-    AssignmentVoided { assignment: AssignmentId },
-    TaskCreated { task: TaskId, version: Version },
-    ContractRevised { task: TaskId, version: Version },
-    TaskPaused { task: TaskId },
-    TaskResumed { task: TaskId },
+    Handled {
+        thread: ThreadId,
+        entry: EntrySeq,
+    },
+    Retracted {
+        thread: ThreadId,
+        entry: EntrySeq,
+        responses_ended: u32,
+    },
+    ThreadClosed {
+        thread: ThreadId,
+    },
+    AssignmentTaken {
+        assignment: AssignmentId,
+        delivery_due: Timestamp,
+    },
+    AssignmentDelivered {
+        assignment: AssignmentId,
+        judgment_due: Timestamp,
+    },
+    AssignmentAdopted {
+        assignment: AssignmentId,
+    },
+    AssignmentRejected {
+        assignment: AssignmentId,
+    },
+    AssignmentDropped {
+        assignment: AssignmentId,
+    },
+    AssignmentVoided {
+        assignment: AssignmentId,
+    },
+    TaskCreated {
+        task: TaskId,
+        version: Version,
+    },
+    ContractRevised {
+        task: TaskId,
+        version: Version,
+    },
+    TaskPaused {
+        task: TaskId,
+    },
+    TaskResumed {
+        task: TaskId,
+    },
     /// `existing`: L2's second no-effect success, taking again returns the open engagement.
-    Engaged { task: TaskId, engagement: EngagementId, contract_version: Version, delivery_due: Timestamp, existing: bool },
-    EngagementDelivered { task: TaskId, engagement: EngagementId, judgment_due: Timestamp },
-    EngagementAdopted { task: TaskId, engagement: EngagementId },
-    EngagementRejected { task: TaskId, engagement: EngagementId },
-    EngagementDropped { task: TaskId, engagement: EngagementId },
-    Expired { ended: Vec<ObligationId> },
+    Engaged {
+        task: TaskId,
+        engagement: EngagementId,
+        contract_version: Version,
+        delivery_due: Timestamp,
+        existing: bool,
+    },
+    EngagementDelivered {
+        task: TaskId,
+        engagement: EngagementId,
+        judgment_due: Timestamp,
+    },
+    EngagementAdopted {
+        task: TaskId,
+        engagement: EngagementId,
+    },
+    EngagementRejected {
+        task: TaskId,
+        engagement: EngagementId,
+    },
+    EngagementDropped {
+        task: TaskId,
+        engagement: EngagementId,
+    },
+    Expired {
+        ended: Vec<ObligationId>,
+    },
 }
 
 /// The non-secret facts of an admission grant. The bearer secret appears only in the first

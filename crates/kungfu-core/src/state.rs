@@ -7,9 +7,7 @@ use crate::fact::JournaledFact;
 use crate::keys::{self, Key};
 use crate::model::*;
 use crate::receipt::StoredReceipt;
-use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, SecretHash, TaskId, ThreadId, Version,
-};
+use kungfu_types::{AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, SecretHash, TaskId, ThreadId, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -14,8 +14,7 @@ use crate::secret::{fingerprint, hash_secret};
 use crate::state::{MemState, StateExt};
 use crate::validate::validate;
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Micros, Rejection, Role, ThreadId,
-    Timestamp,
+    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Micros, Rejection, Role, ThreadId, Timestamp,
 };
 use std::collections::BTreeSet;
 
@@ -42,7 +41,13 @@ impl World {
     }
 
     pub fn with_limits(limits: Limits) -> World {
-        World { state: MemState::new(), limits, now: Timestamp::from_micros(1_000_000_000_000), check_rebuild: true, counter: 0 }
+        World {
+            state: MemState::new(),
+            limits,
+            now: Timestamp::from_micros(1_000_000_000_000),
+            check_rebuild: true,
+            counter: 0,
+        }
     }
 
     /// Moves the test clock forward. Leaders stamp strictly increasing times; so does the world.
@@ -110,7 +115,13 @@ impl World {
                 .iter()
                 .filter(|(k, v)| rebuilt.map.get(*k) != Some(*v))
                 .map(|(k, v)| format!("live {}: {v:?} / rebuilt {:?}", hex::encode(k), rebuilt.map.get(k)))
-                .chain(rebuilt.map.keys().filter(|k| !live.map.contains_key(*k)).map(|k| format!("extra rebuilt key {}", hex::encode(k))))
+                .chain(
+                    rebuilt
+                        .map
+                        .keys()
+                        .filter(|k| !live.map.contains_key(*k))
+                        .map(|k| format!("extra rebuilt key {}", hex::encode(k))),
+                )
                 .take(5)
                 .collect();
             panic!("L1 broken: rebuilding from facts differs from the live state:\n{}", diff.join("\n"));
@@ -175,7 +186,14 @@ impl World {
     }
 
     /// Posts text with an optional reply and ask; returns the entry's sequence number.
-    pub fn post(&mut self, author: AgentId, thread: ThreadId, text: &str, reply_to: Option<EntrySeq>, ask: Option<&[AgentId]>) -> EntrySeq {
+    pub fn post(
+        &mut self,
+        author: AgentId,
+        thread: ThreadId,
+        text: &str,
+        reply_to: Option<EntrySeq>,
+        ask: Option<&[AgentId]>,
+    ) -> EntrySeq {
         let action = Action::Post {
             thread,
             body: PostBody::Content(Content::from(text)),
@@ -191,7 +209,14 @@ impl World {
     }
 
     /// Creates an assignment addressed to `addressee` with the given windows; returns its id.
-    pub fn assign(&mut self, creator: AgentId, thread: ThreadId, addressee: AgentId, delivery: Option<Micros>, judgment: Option<Micros>) -> AssignmentId {
+    pub fn assign(
+        &mut self,
+        creator: AgentId,
+        thread: ThreadId,
+        addressee: AgentId,
+        delivery: Option<Micros>,
+        judgment: Option<Micros>,
+    ) -> AssignmentId {
         let action = Action::Post {
             thread,
             body: PostBody::Content(Content::from("please do this")),
@@ -223,7 +248,11 @@ impl World {
         for (_, id, _) in due {
             let due_at = self.due_at(id);
             if due_at.is_some_and(|d| d <= self.now) {
-                let out = self.exec(Principal::System, Action::Expire { obligation: id, due_at: due_at.unwrap_or_default() }, None);
+                let out = self.exec(
+                    Principal::System,
+                    Action::Expire { obligation: id, due_at: due_at.unwrap_or_default() },
+                    None,
+                );
                 if let Ok(r) = out.outcome {
                     if let ActionResult::Expired { ended: e } = r.result {
                         ended.extend(e);

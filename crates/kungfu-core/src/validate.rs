@@ -70,7 +70,9 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
             Record::Obligation(o) => {
                 obligations.insert(o.id);
                 // §8: each open obligation is in its holder's turn exactly once.
-                if !has(keys::turn(o.holder, o.arose_at, o.id)) || !has(keys::object_obligation(o.object, o.holder, o.id)) {
+                if !has(keys::turn(o.holder, o.arose_at, o.id))
+                    || !has(keys::object_obligation(o.object, o.holder, o.id))
+                {
                     return fail("§8 turn completeness", format!("{:?} missing from the turn of {}", o.id, o.holder));
                 }
                 check_exit(state, o)?;
@@ -82,7 +84,10 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
                     for party in [a.creator, a.addressee] {
                         let current = state.membership(a.thread, party).map_err(io)?.is_some_and(|m| m.is_current());
                         if !current {
-                            return fail("§6.2 membership end voids undelivered assignments", format!("{} has departed party {party}", a.id));
+                            return fail(
+                                "§6.2 membership end voids undelivered assignments",
+                                format!("{} has departed party {party}", a.id),
+                            );
                         }
                     }
                     if !threads.get(&a.thread).is_some_and(|t| t.is_open()) {
@@ -92,12 +97,18 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
                 match &a.state {
                     AssignmentState::Open => {
                         if !has(keys::opportunity(a.addressee, a.created_at, OpportunityId::Assignment(a.id))) {
-                            return fail("§8 opportunities discoverable", format!("{} not in opportunities of {}", a.id, a.addressee));
+                            return fail(
+                                "§8 opportunities discoverable",
+                                format!("{} not in opportunities of {}", a.id, a.addressee),
+                            );
                         }
                     }
                     AssignmentState::Taken { delivery_due, .. } => {
                         if !obligations_has(state, ObligationId::AssignmentDelivery(a.id))? {
-                            return fail("§8 delivery obligation", format!("{} taken without a delivery obligation", a.id));
+                            return fail(
+                                "§8 delivery obligation",
+                                format!("{} taken without a delivery obligation", a.id),
+                            );
                         }
                         if !has(keys::due(*delivery_due, ObligationId::AssignmentDelivery(a.id))) {
                             return fail("L4 delivery deadline", format!("{} has no due entry", a.id));
@@ -106,7 +117,10 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
                     AssignmentState::Delivered { judgment_due, .. } => {
                         let has_obligation = obligations_has(state, ObligationId::AssignmentJudgment(a.id))?;
                         if has_obligation == a.judge_forfeited {
-                            return fail("§6.2 judgment forfeited on departure", format!("{} obligation {has_obligation} forfeited {}", a.id, a.judge_forfeited));
+                            return fail(
+                                "§6.2 judgment forfeited on departure",
+                                format!("{} obligation {has_obligation} forfeited {}", a.id, a.judge_forfeited),
+                            );
                         }
                         if !has(keys::due(*judgment_due, ObligationId::AssignmentJudgment(a.id))) {
                             return fail("L4 judgment deadline", format!("{} has no due entry", a.id));
@@ -118,12 +132,17 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
             Record::Engagement(e) => {
                 if !e.state.is_terminal() {
                     *open_eng.entry(e.task).or_default() += 1;
-                    if state.index(&keys::open_engagement(e.task, e.agent)).map_err(io)? != Some(IndexRef::Engagement(e.id)) {
+                    if state.index(&keys::open_engagement(e.task, e.agent)).map_err(io)?
+                        != Some(IndexRef::Engagement(e.id))
+                    {
                         return fail("§7.3 one open engagement per agent", format!("{} not indexed", e.id));
                     }
                 }
                 if let EngagementState::Ended { outcome: EngagementOutcome::Adopted, .. } = e.state {
-                    let limit = state.contract_version(e.task, e.contract_version).map_err(io)?.and_then(|cv| cv.contract.max_adoptions);
+                    let limit = state
+                        .contract_version(e.task, e.contract_version)
+                        .map_err(io)?
+                        .and_then(|cv| cv.contract.max_adoptions);
                     let entry = adopted.entry(e.task).or_insert((0, Some(0)));
                     entry.0 += 1;
                     // The largest limit any adopted engagement was bound by (None = unlimited).
@@ -156,7 +175,10 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
     for (id, t) in &threads {
         let (m, g) = members.get(id).copied().unwrap_or_default();
         if t.members != m || t.governors != g {
-            return fail("counter: thread members", format!("{id}: stored {}/{}, actual {m}/{g}", t.members, t.governors));
+            return fail(
+                "counter: thread members",
+                format!("{id}: stored {}/{}, actual {m}/{g}", t.members, t.governors),
+            );
         }
         if t.open_assignments != open_asg.get(id).copied().unwrap_or(0) {
             return fail("counter: open assignments", format!("{id}"));
@@ -179,7 +201,10 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
     }
     for (id, a) in &agents {
         if a.open_threads != open_threads_of.get(id).copied().unwrap_or(0) {
-            return fail("counter: open threads per agent", format!("{id}: stored {} actual {}", a.open_threads, open_threads_of.get(id).copied().unwrap_or(0)));
+            return fail(
+                "counter: open threads per agent",
+                format!("{id}: stored {} actual {}", a.open_threads, open_threads_of.get(id).copied().unwrap_or(0)),
+            );
         }
     }
     // Every index entry that names an obligation names an open one (no stale turn entries).

@@ -220,7 +220,9 @@ impl Driver {
             Posted { assignment: Some(a), .. } => self.m.assignments.push(*a),
             TaskCreated { task, .. } => self.m.tasks.push(*task),
             Engaged { engagement, existing: false, .. } => self.m.engagements.push(*engagement),
-            EngagementDelivered { engagement, .. } if !self.m.engagements.contains(engagement) => self.m.engagements.push(*engagement),
+            EngagementDelivered { engagement, .. } if !self.m.engagements.contains(engagement) => {
+                self.m.engagements.push(*engagement)
+            }
             MemoryCreated { memory, .. } => self.m.memories.push(*memory),
             AgentRegistered { agent, .. } => self.m.agents.push(*agent),
             _ => {}
@@ -244,7 +246,10 @@ impl Driver {
                 self.w.now = self.w.now.plus(Micros(1));
                 let cmd = Command::new(
                     Principal::Registrar,
-                    Action::RegisterAgent { key_hash: secret::hash_secret(&secret), key_fingerprint: secret::fingerprint(&secret) },
+                    Action::RegisterAgent {
+                        key_hash: secret::hash_secret(&secret),
+                        key_fingerprint: secret::fingerprint(&secret),
+                    },
                     Some(key),
                     self.w.now,
                 );
@@ -252,12 +257,18 @@ impl Driver {
                 self.record(cmd, &applied);
             }
             Op::CreateThread { who } => {
-                let Some(a) = pick(&m.agents, who) else { return };
+                let Some(a) = pick(&m.agents, who) else {
+                    return;
+                };
                 self.run(a, Action::CreateThread { subject: Content::from("s"), grant: None });
             }
             Op::Admit { thread, who, role: r } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
-                let Some(joiner) = pick(&m.agents, who) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
+                let Some(joiner) = pick(&m.agents, who) else {
+                    return;
+                };
                 let gov = self.member_with_role(t, |m| m.role == Role::Governor, who).or(Some(joiner));
                 let Some(gov) = gov else { return };
                 let (grant, secret) = self.w.new_grant(role(r));
@@ -267,48 +278,74 @@ impl Driver {
                 self.run(joiner, Action::Join { grant_hash: secret::hash_secret(&secret) });
             }
             Op::Leave { thread, who } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let likely = self.member_with_role(t, |_| true, who);
-                let Some(a) = self.who(who, likely) else { return };
+                let Some(a) = self.who(who, likely) else {
+                    return;
+                };
                 self.run(a, Action::Leave { thread: t });
             }
             Op::Remove { thread, who } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let gov = self.member_with_role(t, |m| m.role == Role::Governor, who);
                 let Some(a) = self.who(who, gov) else { return };
-                let Some(target) = self.member_with_role(t, |_| true, who / 2) else { return };
+                let Some(target) = self.member_with_role(t, |_| true, who / 2) else {
+                    return;
+                };
                 self.run(a, Action::Remove { thread: t, member: target });
             }
             Op::ChangeRole { thread, who, role: r } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let gov = self.member_with_role(t, |m| m.role == Role::Governor, who);
                 let Some(a) = self.who(who, gov) else { return };
-                let Some(target) = self.member_with_role(t, |_| true, r) else { return };
+                let Some(target) = self.member_with_role(t, |_| true, r) else {
+                    return;
+                };
                 self.run(a, Action::ChangeRole { thread: t, member: target, role: role(r / 3) });
             }
             Op::Post { thread, who, reply, ask, assign } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let speaker = self.member_with_role(t, |m| m.role.may_speak(), who);
-                let Some(a) = self.who(who, speaker) else { return };
+                let Some(a) = self.who(who, speaker) else {
+                    return;
+                };
                 let last = self.w.state.thread(t).ok().flatten().map(|t| t.last_entry).unwrap_or(0);
                 let reply_to = reply.filter(|_| last > 0).map(|r| EntrySeq(1 + r as u64 % last));
                 // Asked members: mostly speakers of the thread (valid), sometimes any agent.
                 let ask = ask.map(|v| {
                     v.into_iter()
-                        .filter_map(|i| if i % 5 == 0 { pick(&self.m.agents, i) } else { self.member_with_role(t, |m| m.role.may_speak(), i) })
+                        .filter_map(|i| {
+                            if i % 5 == 0 {
+                                pick(&self.m.agents, i)
+                            } else {
+                                self.member_with_role(t, |m| m.role.may_speak(), i)
+                            }
+                        })
                         .filter(|x| *x != a)
                         .collect::<BTreeSet<_>>()
                 });
-                let assignment = assign.and_then(|i| self.member_with_role(t, |m| m.role.may_speak(), i)).map(|addressee| NewAssignment {
-                    addressee,
-                    criteria: Content::from("c"),
-                    output_structure: None,
-                    delivery_window: None,
-                    judgment_window: None,
-                });
+                let assignment =
+                    assign.and_then(|i| self.member_with_role(t, |m| m.role.may_speak(), i)).map(|addressee| {
+                        NewAssignment {
+                            addressee,
+                            criteria: Content::from("c"),
+                            output_structure: None,
+                            delivery_window: None,
+                            judgment_window: None,
+                        }
+                    });
                 let body = match pick(&self.m.memories, who) {
                     Some(mem) if who % 3 == 0 => {
-                        let current = self.w.state.memory(mem).ok().flatten().map(|m| m.current).unwrap_or(Version::FIRST);
+                        let current =
+                            self.w.state.memory(mem).ok().flatten().map(|m| m.current).unwrap_or(Version::FIRST);
                         PostBody::Pin(Pin { memory: mem, version: current })
                     }
                     _ => PostBody::Content(Content::from("text")),
@@ -316,40 +353,72 @@ impl Driver {
                 self.run(a, Action::Post { thread: t, body, reply_to, ask, task_ref: None, assignment });
             }
             Op::Handle { thread, who, entry } | Op::Retract { thread, who, entry } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let last = self.w.state.thread(t).ok().flatten().map(|t| t.last_entry).unwrap_or(0);
                 if last == 0 {
                     return;
                 }
                 let e = EntrySeq(1 + entry as u64 % last);
                 let author = self.w.state.entry(t, e).ok().flatten().map(|e| e.author);
-                let responder = self.w.state.entry(t, e).ok().flatten().and_then(|e| e.responders.iter().next().copied());
+                let responder =
+                    self.w.state.entry(t, e).ok().flatten().and_then(|e| e.responders.iter().next().copied());
                 if matches!(op, Op::Handle { .. }) {
-                    let Some(a) = self.who(who, responder) else { return };
-                    self.run(a, Action::Handle { thread: t, entry: e, note: (who % 2 == 0).then(|| Content::from("note")) });
+                    let Some(a) = self.who(who, responder) else {
+                        return;
+                    };
+                    self.run(
+                        a,
+                        Action::Handle { thread: t, entry: e, note: (who % 2 == 0).then(|| Content::from("note")) },
+                    );
                 } else {
-                    let Some(a) = self.who(who, author) else { return };
+                    let Some(a) = self.who(who, author) else {
+                        return;
+                    };
                     self.run(a, Action::Retract { thread: t, entry: e });
                 }
             }
             Op::Close { thread, who } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let gov = self.member_with_role(t, |m| m.role == Role::Governor, who);
                 let Some(a) = self.who(who, gov) else { return };
                 self.run(a, Action::CloseThread { thread: t });
             }
             Op::Assignment { asg, who, what } => {
-                let Some(id) = pick(&m.assignments, asg) else { return };
-                let Some(a) = self.w.state.assignment(id).ok().flatten() else { return };
+                let Some(id) = pick(&m.assignments, asg) else {
+                    return;
+                };
+                let Some(a) = self.w.state.assignment(id).ok().flatten() else {
+                    return;
+                };
                 // Mostly the step that moves the assignment forward from where it is, sometimes
                 // any step (which the core must reject or accept by the rules).
                 let step = if what % 5 == 0 {
                     what / 5
                 } else {
                     match a.state {
-                        AssignmentState::Open => if what % 7 == 1 { 5 } else { 0 },
-                        AssignmentState::Taken { .. } => match what % 9 { 1 => 4, 2 => 5, _ => 1 },
-                        AssignmentState::Delivered { .. } => if what % 3 == 0 { 3 } else { 2 },
+                        AssignmentState::Open => {
+                            if what % 7 == 1 {
+                                5
+                            } else {
+                                0
+                            }
+                        }
+                        AssignmentState::Taken { .. } => match what % 9 {
+                            1 => 4,
+                            2 => 5,
+                            _ => 1,
+                        },
+                        AssignmentState::Delivered { .. } => {
+                            if what % 3 == 0 {
+                                3
+                            } else {
+                                2
+                            }
+                        }
                         AssignmentState::Ended { .. } => what,
                     }
                 };
@@ -361,17 +430,23 @@ impl Driver {
                     4 => (a.addressee, Action::DropAssignment { assignment: id }),
                     _ => (a.creator, Action::VoidAssignment { assignment: id }),
                 };
-                let Some(actor) = self.who(who, Some(actor)) else { return };
+                let Some(actor) = self.who(who, Some(actor)) else {
+                    return;
+                };
                 self.run(actor, action);
             }
             Op::VoidGrant { thread, who } => {
-                let Some(t) = pick(&m.threads, thread) else { return };
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
                 let gov = self.member_with_role(t, |m| m.role == Role::Governor, who);
                 let Some(a) = self.who(who, gov) else { return };
                 self.run(a, Action::VoidGrant { thread: t });
             }
             Op::CreateTask { who, restricted, max, adopt_on_missing } => {
-                let Some(a) = pick(&m.agents, who) else { return };
+                let Some(a) = pick(&m.agents, who) else {
+                    return;
+                };
                 let audience = if restricted {
                     let named: BTreeSet<AgentId> = m.agents.iter().copied().filter(|x| *x != a).take(2).collect();
                     if named.is_empty() {
@@ -383,15 +458,20 @@ impl Driver {
                 };
                 let mut contract = ContractDraft::simple("r", "a");
                 contract.max_adoptions = max.map(u32::from);
-                contract.on_missing_judgment = if adopt_on_missing { MissingJudgment::Adopted } else { MissingJudgment::Undecided };
+                contract.on_missing_judgment =
+                    if adopt_on_missing { MissingJudgment::Adopted } else { MissingJudgment::Undecided };
                 contract.delivery_window = Some(Micros::from_secs(50));
                 contract.judgment_window = Some(Micros::from_secs(40));
                 self.run(a, Action::CreateTask { audience, contract });
             }
             Op::TaskAdmin { task, who, what } => {
-                let Some(id) = pick(&m.tasks, task) else { return };
+                let Some(id) = pick(&m.tasks, task) else {
+                    return;
+                };
                 let author = self.w.state.task(id).ok().flatten().map(|t| t.author);
-                let Some(a) = self.who(who, author) else { return };
+                let Some(a) = self.who(who, author) else {
+                    return;
+                };
                 let action = match what % 3 {
                     0 => Action::PauseTask { task: id },
                     1 => Action::ResumeTask { task: id },
@@ -404,10 +484,14 @@ impl Driver {
                 self.run(a, action);
             }
             Op::TakeTask { task, who, deliver, combined } => {
-                let Some(id) = pick(&m.tasks, task) else { return };
+                let Some(id) = pick(&m.tasks, task) else {
+                    return;
+                };
                 let author = self.w.state.task(id).ok().flatten().map(|t| t.author);
                 let others: Vec<AgentId> = m.agents.iter().copied().filter(|a| Some(*a) != author).collect();
-                let Some(a) = self.who(who, pick(&others, who / 3)) else { return };
+                let Some(a) = self.who(who, pick(&others, who / 3)) else {
+                    return;
+                };
                 let action = if deliver {
                     Action::DeliverTask { task: id, output: Content::from("o"), take: combined }
                 } else {
@@ -416,21 +500,36 @@ impl Driver {
                 self.run(a, action);
             }
             Op::Engagement { eng, who, what } => {
-                let Some(id) = pick(&m.engagements, eng) else { return };
-                let Some(e) = self.w.state.engagement(id).ok().flatten() else { return };
+                let Some(id) = pick(&m.engagements, eng) else {
+                    return;
+                };
+                let Some(e) = self.w.state.engagement(id).ok().flatten() else {
+                    return;
+                };
                 let (actor, action) = match (&e.state, what % 4) {
                     (EngagementState::Open { .. }, 0) => (e.agent, Action::DropEngagement { engagement: id }),
-                    (EngagementState::Open { .. }, _) => (e.agent, Action::DeliverTask { task: e.task, output: Content::from("o"), take: false }),
+                    (EngagementState::Open { .. }, _) => {
+                        (e.agent, Action::DeliverTask { task: e.task, output: Content::from("o"), take: false })
+                    }
                     (_, 1) => (e.judge, Action::RejectEngagement { engagement: id, reason: Content::from("why") }),
                     (_, 0) => (e.agent, Action::DropEngagement { engagement: id }),
                     _ => (e.judge, Action::AdoptEngagement { engagement: id }),
                 };
-                let Some(actor) = self.who(who, Some(actor)) else { return };
+                let Some(actor) = self.who(who, Some(actor)) else {
+                    return;
+                };
                 self.run(actor, action);
             }
             Op::Memory { who, what } => {
-                let Some(a) = pick(&m.agents, who) else { return };
-                let own: Vec<MemoryId> = m.memories.iter().copied().filter(|id| self.w.state.memory(*id).ok().flatten().is_some_and(|x| x.author == a)).collect();
+                let Some(a) = pick(&m.agents, who) else {
+                    return;
+                };
+                let own: Vec<MemoryId> = m
+                    .memories
+                    .iter()
+                    .copied()
+                    .filter(|id| self.w.state.memory(*id).ok().flatten().is_some_and(|x| x.author == a))
+                    .collect();
                 let public = |id: &MemoryId| self.w.state.memory(*id).ok().flatten().is_some_and(|x| x.is_public());
                 let own_public: Vec<MemoryId> = own.iter().copied().filter(public).collect();
                 let action = match (what % 5, pick(&own, what / 5)) {
@@ -444,14 +543,21 @@ impl Driver {
             }
             Op::Deactivate { who } => {
                 // Rare, and never the last active agents, so sequences keep going.
-                let active = m.agents.iter().filter(|a| self.w.state.agent(**a).ok().flatten().is_some_and(|x| x.is_active())).count();
+                let active = m
+                    .agents
+                    .iter()
+                    .filter(|a| self.w.state.agent(**a).ok().flatten().is_some_and(|x| x.is_active()))
+                    .count();
                 if active <= 3 {
                     return;
                 }
-                let Some(a) = pick(&m.agents, who) else { return };
+                let Some(a) = pick(&m.agents, who) else {
+                    return;
+                };
                 let key = self.w.fresh_key();
                 self.w.now = self.w.now.plus(Micros(1));
-                let cmd = Command::new(Principal::Operator, Action::DeactivateAgent { agent: a }, Some(key), self.w.now);
+                let cmd =
+                    Command::new(Principal::Operator, Action::DeactivateAgent { agent: a }, Some(key), self.w.now);
                 let applied = self.w.exec_cmd(&cmd);
                 self.record(cmd, &applied);
             }
@@ -477,7 +583,12 @@ impl Driver {
         let before = self.w.state.clone();
         let applied = self.w.exec_cmd(&again);
         assert!(applied.replayed, "replay of {:?} was not recognised", again.action.kind());
-        assert_eq!(applied.receipt_bytes(), Some(bytes), "replay of {:?} returned a different receipt", again.action.kind());
+        assert_eq!(
+            applied.receipt_bytes(),
+            Some(bytes),
+            "replay of {:?} returned a different receipt",
+            again.action.kind()
+        );
         assert!(applied.changes.is_empty(), "a replay changed state");
         assert_eq!(self.w.state, before);
     }

@@ -27,7 +27,9 @@ fn a_lead_and_a_worker_complete_an_assignment_and_a_task() {
     assert_eq!(w.full_turn(lead).iter().filter(|i| i.next == NextStep::Judge).count(), 1);
     w.ok(lead, Action::AdoptAssignment { assignment: a });
 
-    let task = match w.ok(lead, Action::CreateTask { audience: model::Audience::Open, contract: ContractDraft::simple("req", "acc") }) {
+    let task = match w
+        .ok(lead, Action::CreateTask { audience: model::Audience::Open, contract: ContractDraft::simple("req", "acc") })
+    {
         ActionResult::TaskCreated { task, .. } => task,
         other => panic!("{other:?}"),
     };

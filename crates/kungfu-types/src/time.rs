@@ -56,10 +56,6 @@ impl Micros {
 
 impl fmt::Display for Micros {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 % 1_000_000 == 0 {
-            write!(f, "{}s", self.0 / 1_000_000)
-        } else {
-            write!(f, "{}µs", self.0)
-        }
+        if self.0 % 1_000_000 == 0 { write!(f, "{}s", self.0 / 1_000_000) } else { write!(f, "{}µs", self.0) }
     }
 }
