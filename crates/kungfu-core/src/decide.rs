@@ -456,6 +456,9 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
             }
             judge_engagement(cx, me()?, *engagement, Verdict::Reject { reason: reason.clone() }, &settled)
         }
+        // A stale or early expiry ends nothing and is refused like any action without effect (L2);
+        // what it did end was ended by the deadline facts recorded before it.
+        Expire { .. } if settled.is_empty() => reject(Code::NoEffect, "nothing is due on that obligation at this time"),
         Expire { .. } => Ok(ActionResult::Expired { ended: settled }),
     }
 }

@@ -364,6 +364,32 @@ pub fn read_task(
     Ok(TaskView { task: t, contract })
 }
 
+/// The contract layer of a Task as seen through a thread entry that references it (§7.5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferencedTask {
+    pub task: TaskId,
+    pub author: AgentId,
+    pub paused: bool,
+    pub contract: ContractVersion,
+}
+
+/// §7.5: an entry may reference a Task; the thread's current members can then read its contract
+/// layer inside the thread (the current contract version), and nothing else: not its engagements,
+/// not its deliveries, and no right to take it (the audience is unchanged, §7.2).
+pub fn read_referenced_task(
+    state: &dyn StateRead,
+    agent: AgentId,
+    thread: ThreadId,
+    seq: EntrySeq,
+) -> ReadResult<ReferencedTask> {
+    current_membership(state, thread, agent)?;
+    let Some(entry) = state.entry(thread, seq)? else { return not_found("entry") };
+    let Some(task) = entry.task_ref else { return not_found("task reference") };
+    let Some(t) = state.task(task)? else { return not_found("task") };
+    let Some(contract) = state.contract_version(task, t.current)? else { return not_found("task") };
+    Ok(ReferencedTask { task, author: t.author, paused: t.paused, contract })
+}
+
 fn bound_version(state: &dyn StateRead, task: TaskId, agent: AgentId, v: Version) -> Result<bool, StateError> {
     for (_, r) in state.index_refs(&keys::task_engagements(task), usize::MAX)? {
         if let IndexRef::Engagement(e) = r {

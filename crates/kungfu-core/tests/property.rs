@@ -64,21 +64,21 @@ fn op() -> impl Strategy<Value = Op> {
         3 => u().prop_map(|who| Op::CreateThread { who }),
         6 => (u(), u(), u()).prop_map(|(thread, who, role)| Op::Admit { thread, who, role }),
         2 => (u(), u()).prop_map(|(thread, who)| Op::Leave { thread, who }),
-        1 => (u(), u()).prop_map(|(thread, who)| Op::Remove { thread, who }),
+        2 => (u(), u()).prop_map(|(thread, who)| Op::Remove { thread, who }),
         2 => (u(), u(), u()).prop_map(|(thread, who, role)| Op::ChangeRole { thread, who, role }),
         10 => (u(), u(), proptest::option::of(u()), proptest::option::of(proptest::collection::vec(u(), 0..3)), proptest::option::of(u()))
             .prop_map(|(thread, who, reply, ask, assign)| Op::Post { thread, who, reply, ask, assign }),
         3 => (u(), u(), u()).prop_map(|(thread, who, entry)| Op::Handle { thread, who, entry }),
-        1 => (u(), u(), u()).prop_map(|(thread, who, entry)| Op::Retract { thread, who, entry }),
+        3 => (u(), u(), u()).prop_map(|(thread, who, entry)| Op::Retract { thread, who, entry }),
         1 => (u(), u()).prop_map(|(thread, who)| Op::Close { thread, who }),
         1 => (u(), u()).prop_map(|(thread, who)| Op::VoidGrant { thread, who }),
-        12 => (u(), u(), u()).prop_map(|(asg, who, what)| Op::Assignment { asg, who, what }),
+        16 => (u(), u(), u()).prop_map(|(asg, who, what)| Op::Assignment { asg, who, what }),
         2 => (u(), any::<bool>(), proptest::option::of(1u8..4), any::<bool>())
             .prop_map(|(who, restricted, max, adopt_on_missing)| Op::CreateTask { who, restricted, max, adopt_on_missing }),
-        2 => (u(), u(), u()).prop_map(|(task, who, what)| Op::TaskAdmin { task, who, what }),
+        5 => (u(), u(), u()).prop_map(|(task, who, what)| Op::TaskAdmin { task, who, what }),
         10 => (u(), u(), any::<bool>(), any::<bool>()).prop_map(|(task, who, deliver, combined)| Op::TakeTask { task, who, deliver, combined }),
         12 => (u(), u(), u()).prop_map(|(eng, who, what)| Op::Engagement { eng, who, what }),
-        2 => (u(), u()).prop_map(|(who, what)| Op::Memory { who, what }),
+        4 => (u(), u()).prop_map(|(who, what)| Op::Memory { who, what }),
         1 => u().prop_map(|who| Op::Deactivate { who }),
         5 => (1u16..120).prop_map(|secs| Op::Advance { secs }),
         3 => Just(Op::FireTimers),
@@ -360,10 +360,27 @@ impl Driver {
                 if last == 0 {
                     return;
                 }
-                let e = EntrySeq(1 + entry as u64 % last);
+                // Mostly an entry that still has pending responses, so the exits are exercised.
+                let pending: Vec<(EntrySeq, AgentId)> = self
+                    .w
+                    .state
+                    .map
+                    .values()
+                    .filter_map(|r| match r {
+                        Record::Response(r) if r.thread == t && r.state == ResponseState::Pending => {
+                            Some((r.entry, r.responder))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let (e, responder) = match pick(&pending, entry) {
+                    Some((e, r)) if entry % 4 != 0 => (e, Some(r)),
+                    _ => {
+                        let e = EntrySeq(1 + entry as u64 % last);
+                        (e, self.w.state.entry(t, e).ok().flatten().and_then(|e| e.responders.iter().next().copied()))
+                    }
+                };
                 let author = self.w.state.entry(t, e).ok().flatten().map(|e| e.author);
-                let responder =
-                    self.w.state.entry(t, e).ok().flatten().and_then(|e| e.responders.iter().next().copied());
                 if matches!(op, Op::Handle { .. }) {
                     let Some(a) = self.who(who, responder) else {
                         return;
@@ -408,12 +425,12 @@ impl Driver {
                             }
                         }
                         AssignmentState::Taken { .. } => match what % 9 {
-                            1 => 4,
+                            1 | 3 => 4,
                             2 => 5,
                             _ => 1,
                         },
                         AssignmentState::Delivered { .. } => {
-                            if what % 3 == 0 {
+                            if what % 2 == 0 {
                                 3
                             } else {
                                 2
@@ -472,7 +489,9 @@ impl Driver {
                 let Some(a) = self.who(who, author) else {
                     return;
                 };
+                let paused = self.w.state.task(id).ok().flatten().is_some_and(|t| t.paused);
                 let action = match what % 3 {
+                    0 | 1 if paused => Action::ResumeTask { task: id },
                     0 => Action::PauseTask { task: id },
                     1 => Action::ResumeTask { task: id },
                     _ => {
@@ -530,13 +549,12 @@ impl Driver {
                     .copied()
                     .filter(|id| self.w.state.memory(*id).ok().flatten().is_some_and(|x| x.author == a))
                     .collect();
-                let public = |id: &MemoryId| self.w.state.memory(*id).ok().flatten().is_some_and(|x| x.is_public());
-                let own_public: Vec<MemoryId> = own.iter().copied().filter(public).collect();
-                let action = match (what % 5, pick(&own, what / 5)) {
+                let public = |id: MemoryId| self.w.state.memory(id).ok().flatten().is_some_and(|x| x.is_public());
+                let action = match (what % 6, pick(&own, what / 6)) {
                     (1, Some(mem)) => Action::UpdateMemory { memory: mem, content: Content::from("v") },
-                    (2, Some(mem)) => Action::PublishMemory { memory: mem },
-                    (3, Some(mem)) => Action::UnpublishMemory { memory: pick(&own_public, what / 5).unwrap_or(mem) },
-                    (4, Some(mem)) => Action::WithdrawMemory { memory: mem },
+                    (2 | 3 | 4, Some(mem)) if public(mem) => Action::UnpublishMemory { memory: mem },
+                    (2 | 3 | 4, Some(mem)) => Action::PublishMemory { memory: mem },
+                    (5, Some(mem)) => Action::WithdrawMemory { memory: mem },
                     _ => Action::CreateMemory { content: Content::from("m") },
                 };
                 self.run(a, action);
