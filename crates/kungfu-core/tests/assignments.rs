@@ -995,9 +995,8 @@ fn repeated_expire_command_ends_the_obligation_once() {
     let after_first = asg(&f.w, a);
     let second = f.w.exec(Principal::System, Action::Expire { obligation: id, due_at: due }, None);
     assert!(second.facts.is_empty(), "a repeated expiry recorded facts: {:?}", second.facts);
-    if let Ok(r) = second.outcome {
-        assert_eq!(r.result, ActionResult::Expired { ended: vec![] });
-    }
+    // L2: a repeated expiry is not a silent success; it is refused as having no effect.
+    assert_eq!(second.outcome.map_err(|r| r.code), Err(Code::NoEffect));
     assert_eq!(asg(&f.w, a), after_first);
     assert_eq!(deadline_facts(&f.w, id), vec![ExpiryResult::TimedOut]);
 }
@@ -1011,6 +1010,7 @@ fn expire_before_the_due_time_ends_nothing() {
     let id = ObligationId::AssignmentDelivery(a);
     let early = f.w.exec(Principal::System, Action::Expire { obligation: id, due_at: due }, None);
     assert!(early.facts.is_empty());
+    assert_eq!(early.outcome.map_err(|r| r.code), Err(Code::NoEffect));
     assert!(matches!(asg(&f.w, a).state, AssignmentState::Taken { delivery_due, .. } if delivery_due == due));
     assert_eq!(turn_ids(&f.w, f.bob), vec![id]);
     deliver(&mut f.w, f.bob, a);

@@ -737,6 +737,25 @@ fn taking_again_returns_the_existing_engagement_without_a_new_fact() {
     assert_eq!(w.full_turn(agent).len(), 1, "still one delivery obligation");
 }
 
+/// §7.3 (§7.3.4, L2.6): a delivered but unjudged engagement is still the agent's one open engagement, so
+/// taking again returns it (no second engagement) until it is judged.
+#[test]
+fn taking_again_after_delivery_returns_the_delivered_engagement() {
+    let mut w = World::new();
+    let author = w.register();
+    let agent = w.register();
+    let task = open_task(&mut w, author);
+    let e = deliver(&mut w, agent, task, "work", true);
+    let before = facts(&w).len();
+    let again = w.ok(agent, Action::TakeTask { task });
+    assert!(matches!(again, ActionResult::Engaged { engagement, existing: true, .. } if engagement == e), "{again:?}");
+    assert_eq!(facts(&w).len(), before);
+    assert_eq!(task_record(&w, task).open_engagements, 1);
+    w.ok(author, Action::AdoptEngagement { engagement: e });
+    let fresh = w.ok(agent, Action::TakeTask { task });
+    assert!(matches!(fresh, ActionResult::Engaged { engagement, existing: false, .. } if engagement != e), "{fresh:?}");
+}
+
 /// §7.3 (§7.3.4): once an engagement has ended, taking again forms a new engagement.
 #[test]
 fn after_an_engagement_ends_taking_again_forms_a_new_one() {

@@ -1,0 +1,27 @@
+//! openraft glue for Kungfu: the type configuration, the log and state-machine adaptors over
+//! `kungfu-storage`, and the raft network over an internal tonic service. It knows no protocol
+//! rule: the state machine hands every committed command to `kungfu_core::apply`.
+//!
+//! Table of contents:
+//! - [`types`]: `TypeConfig`, the log's `Request` (a protocol command or new limits) and `Response`.
+//! - [`log`]: `RaftLogStorage` over the RocksDB log store (durable before acknowledged).
+//! - [`state_machine`]: `RaftStateMachine` applying batches atomically; snapshots from checkpoints.
+//! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
+//! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
+
+pub mod log;
+pub mod network;
+pub mod node;
+pub mod service;
+pub mod state_machine;
+pub mod types;
+
+/// Generated code of the internal raft service.
+#[allow(missing_debug_implementations, clippy::all, unreachable_pub)]
+pub mod pb {
+    tonic::include_proto!("kungfu.raft.v1");
+}
+
+pub use network::NetConfig;
+pub use node::{NodeConfig, RaftNode, RaftTuning, StartError, WriteError};
+pub use types::{Node, NodeId, Raft, Request, Response, TypeConfig};

@@ -1,0 +1,283 @@
+//! One replica: its data directory, its raft, its internal raft service on a TCP listener. The
+//! server crate builds the public API on top; tests build clusters of these on loopback.
+
+use crate::network::{NetConfig, Network};
+use crate::pb;
+use crate::service::RaftService;
+use crate::state_machine::{LAST_APPLIED, StateMachine};
+use crate::types::{LogId, Node, NodeId, Raft, Request, Response};
+use kungfu_core::{Command, Limits};
+use kungfu_storage::{DataDir, Identity, OpenMode, StateStore};
+use openraft::async_runtime::WatchReceiver;
+use openraft::error::{ClientWriteError, RaftError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How a node is started.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub node_id: NodeId,
+    pub cluster_id: String,
+    pub data_dir: PathBuf,
+    /// Where the raft service listens (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// How other nodes reach this one; defaults to the bound address.
+    pub advertise: Option<String>,
+    pub open_mode: OpenMode,
+    pub raft: RaftTuning,
+    pub net: NetConfig,
+    /// Limits until the cluster's replicated limits are set.
+    pub limits: Limits,
+    /// Complete snapshots kept on disk.
+    pub keep_snapshots: usize,
+}
+
+/// The openraft settings we expose.
+#[derive(Clone, Debug)]
+pub struct RaftTuning {
+    pub heartbeat_interval: Duration,
+    pub election_timeout_min: Duration,
+    pub election_timeout_max: Duration,
+    /// Build a snapshot after this many applied entries since the last one.
+    pub snapshot_after_logs: u64,
+    /// Entries kept in the log behind a snapshot (for followers slightly behind).
+    pub keep_logs_after_snapshot: u64,
+    /// Largest number of entries in one AppendEntries.
+    pub max_payload_entries: u64,
+}
+
+impl Default for RaftTuning {
+    fn default() -> RaftTuning {
+        RaftTuning {
+            heartbeat_interval: Duration::from_millis(100),
+            election_timeout_min: Duration::from_millis(300),
+            election_timeout_max: Duration::from_millis(600),
+            snapshot_after_logs: 10_000,
+            keep_logs_after_snapshot: 1_000,
+            max_payload_entries: 300,
+        }
+    }
+}
+
+impl NodeConfig {
+    pub fn new(
+        node_id: NodeId,
+        cluster_id: impl Into<String>,
+        data_dir: impl Into<PathBuf>,
+        listen: SocketAddr,
+    ) -> NodeConfig {
+        NodeConfig {
+            node_id,
+            cluster_id: cluster_id.into(),
+            data_dir: data_dir.into(),
+            listen,
+            advertise: None,
+            open_mode: OpenMode::CreateIfEmpty,
+            raft: RaftTuning::default(),
+            net: NetConfig::default(),
+            limits: Limits::default(),
+            keep_snapshots: 2,
+        }
+    }
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory: {0}")]
+    Storage(#[from] kungfu_storage::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("invalid raft configuration: {0}")]
+    Config(String),
+    #[error("raft failed to start: {0}")]
+    Raft(String),
+}
+
+/// Why a write was not acknowledged. Only `NotLeader` and `Rejected` states are definite: an
+/// indeterminate write may or may not have been applied, so callers retry with the same
+/// idempotency key and get the original receipt if it was (L3).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("not the leader; the leader is {leader:?}")]
+    NotLeader { leader: Option<(NodeId, String)> },
+    #[error("outcome unknown (leader changed or the node stopped while the write was in flight): {0}")]
+    Indeterminate(String),
+    #[error("the raft of this node stopped: {0}")]
+    Fatal(String),
+}
+
+impl WriteError {
+    /// Whether the write certainly had no effect.
+    pub fn is_definite(&self) -> bool {
+        matches!(self, WriteError::NotLeader { .. })
+    }
+}
+
+/// One running replica.
+pub struct RaftNode {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub state: Arc<StateStore>,
+    pub addr: SocketAddr,
+    pub advertise: String,
+    server: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for RaftNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RaftNode({} at {})", self.id, self.addr)
+    }
+}
+
+impl RaftNode {
+    /// Opens the data directory and starts raft and the raft service.
+    pub async fn start(cfg: NodeConfig) -> Result<RaftNode, StartError> {
+        let identity = Identity { cluster_id: cfg.cluster_id.clone(), node_id: cfg.node_id };
+        let dir = DataDir::new(&cfg.data_dir);
+        let (mode, keep) = (cfg.open_mode, cfg.keep_snapshots);
+        let stores = tokio::task::spawn_blocking(move || dir.open(&identity, mode, keep))
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))??;
+        let state = Arc::new(stores.state);
+        let listener =
+            TcpListener::bind(cfg.listen).await.map_err(|source| StartError::Listen { addr: cfg.listen, source })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: cfg.listen, source })?;
+        let advertise = cfg.advertise.clone().unwrap_or_else(|| addr.to_string());
+
+        let config = openraft::Config {
+            cluster_name: cfg.cluster_id.clone(),
+            heartbeat_interval: cfg.raft.heartbeat_interval.as_millis() as u64,
+            election_timeout_min: cfg.raft.election_timeout_min.as_millis() as u64,
+            election_timeout_max: cfg.raft.election_timeout_max.as_millis() as u64,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.raft.snapshot_after_logs),
+            max_in_snapshot_log_to_keep: cfg.raft.keep_logs_after_snapshot,
+            max_payload_entries: cfg.raft.max_payload_entries,
+            snapshot_max_chunk_size: cfg.net.snapshot_chunk_bytes as u64,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| StartError::Config(e.to_string()))?;
+
+        let log = crate::log::RaftLog::new(stores.log);
+        let sm = StateMachine::new(state.clone(), stores.snapshots.clone(), cfg.limits.clone());
+        let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
+        let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+
+        let service =
+            RaftService::new(raft.clone(), cfg.cluster_id.clone(), stores.snapshots, cfg.net.max_snapshot_bytes);
+        let server = pb::raft_server::RaftServer::new(service)
+            .max_decoding_message_size(cfg.net.max_message_bytes)
+            .max_encoding_message_size(cfg.net.max_message_bytes);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let handle = tokio::spawn(async move {
+            let result = tonic::transport::Server::builder()
+                .add_service(server)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop_rx.await;
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "raft service stopped with an error");
+            }
+        });
+        Ok(RaftNode { id: cfg.node_id, raft, state, addr, advertise, server: handle, stop: Some(stop_tx) })
+    }
+
+    /// This node as a member description.
+    pub fn node(&self) -> Node {
+        Node { addr: self.advertise.clone() }
+    }
+
+    /// Initializes a new cluster with these voters. Call on exactly one pristine node.
+    pub async fn initialize(&self, members: BTreeMap<NodeId, Node>) -> Result<(), String> {
+        self.raft.initialize(members).await.map_err(|e| e.to_string())
+    }
+
+    /// Proposes a command and waits until it is committed and applied here.
+    pub async fn write(&self, cmd: Command) -> Result<(Response, LogId), WriteError> {
+        self.propose(Request::Command(cmd)).await
+    }
+
+    /// Like [`RaftNode::write`], but gives up waiting after `timeout`. A write that times out may
+    /// still commit: it is reported as indeterminate, never as failed.
+    pub async fn write_within(&self, cmd: Command, timeout: Duration) -> Result<(Response, LogId), WriteError> {
+        match tokio::time::timeout(timeout, self.write(cmd)).await {
+            Ok(r) => r,
+            Err(_) => Err(WriteError::Indeterminate(format!("no outcome within {timeout:?}"))),
+        }
+    }
+
+    /// Replicates new limits.
+    pub async fn set_limits(&self, limits: Limits) -> Result<LogId, WriteError> {
+        self.propose(Request::SetLimits(limits)).await.map(|(_, l)| l)
+    }
+
+    async fn propose(&self, req: Request) -> Result<(Response, LogId), WriteError> {
+        match self.raft.client_write(req).await {
+            Ok(r) => Ok((r.data, r.log_id)),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// Adds a learner and waits until it has caught up.
+    pub async fn add_learner(&self, id: NodeId, node: Node) -> Result<(), WriteError> {
+        self.raft.add_learner(id, node, true).await.map(|_| ()).map_err(classify)
+    }
+
+    /// Sets the voters (joint consensus under the hood); nodes not named stay as learners only if
+    /// `retain`.
+    pub async fn change_membership(&self, voters: BTreeSet<NodeId>, retain: bool) -> Result<(), WriteError> {
+        self.raft.change_membership(voters, retain).await.map(|_| ()).map_err(classify)
+    }
+
+    /// The last log index applied to the state machine.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)
+    }
+
+    /// The current leader as this node knows it.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow_watched().current_leader
+    }
+
+    /// SHA-256 over the whole protocol state, and the applied index it was taken at.
+    pub fn digest(&self) -> Result<([u8; 32], Option<u64>), kungfu_storage::Error> {
+        let applied: Option<LogId> = match self.state.get_meta(LAST_APPLIED)? {
+            Some(b) => Some(kungfu_storage::envelope::decode(&b, LAST_APPLIED)?),
+            None => None,
+        };
+        Ok((self.state.digest()?, applied.map(|l| l.index)))
+    }
+
+    /// Stops raft and the service, and waits for both.
+    pub async fn shutdown(mut self) {
+        let _ = self.raft.shutdown().await;
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.server).await;
+    }
+}
+
+fn classify(e: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>) -> WriteError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            WriteError::NotLeader { leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)) }
+        }
+        // The entry was proposed and then lost its leader: it may still commit. Never "failed".
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => {
+            WriteError::Indeterminate(format!("log entry discarded on leader change (new leader {:?})", f.leader_id))
+        }
+        RaftError::APIError(other) => WriteError::Indeterminate(other.to_string()),
+        RaftError::Fatal(f) => WriteError::Fatal(f.to_string()),
+    }
+}

@@ -1,0 +1,133 @@
+//! The server side of the raft network: receives openraft's RPCs from peers and hands them to the
+//! local raft. Messages from another cluster are refused; snapshot transfers are bounded in size,
+//! checked chunk by chunk for continuity, and verified against their SHA-256 before installation.
+
+use crate::pb;
+use crate::types::{Raft, SnapshotMeta, Vote};
+use kungfu_storage::{SnapshotStore, envelope};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::io::Write;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The internal raft service of one node.
+#[derive(Clone)]
+pub struct RaftService {
+    raft: Raft,
+    cluster_id: String,
+    snapshots: SnapshotStore,
+    max_snapshot_bytes: u64,
+}
+
+impl std::fmt::Debug for RaftService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RaftService({})", self.cluster_id)
+    }
+}
+
+impl RaftService {
+    pub fn new(raft: Raft, cluster_id: String, snapshots: SnapshotStore, max_snapshot_bytes: u64) -> RaftService {
+        RaftService { raft, cluster_id, snapshots, max_snapshot_bytes }
+    }
+
+    fn check_cluster(&self, cluster_id: &str) -> Result<(), Status> {
+        if cluster_id != self.cluster_id {
+            return Err(Status::failed_precondition(format!(
+                "message for cluster {cluster_id:?} reached a node of cluster {:?}",
+                self.cluster_id
+            )));
+        }
+        Ok(())
+    }
+
+    fn decode<T: DeserializeOwned>(&self, msg: &pb::RaftMessage) -> Result<T, Status> {
+        self.check_cluster(&msg.cluster_id)?;
+        envelope::decode(&msg.payload, "raft request").map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+
+    fn reply<T: Serialize, E: std::fmt::Display>(&self, r: Result<T, E>) -> Response<pb::RaftMessage> {
+        let r: Result<T, String> = r.map_err(|e| e.to_string());
+        Response::new(pb::RaftMessage { cluster_id: self.cluster_id.clone(), payload: envelope::encode(&r) })
+    }
+}
+
+#[tonic::async_trait]
+impl pb::raft_server::Raft for RaftService {
+    async fn append_entries(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
+        let req = self.decode(request.get_ref())?;
+        Ok(self.reply(self.raft.append_entries(req).await))
+    }
+
+    async fn vote(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
+        let req = self.decode(request.get_ref())?;
+        Ok(self.reply(self.raft.vote(req).await))
+    }
+
+    async fn pre_vote(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
+        let req = self.decode(request.get_ref())?;
+        Ok(self.reply(self.raft.pre_vote(req).await))
+    }
+
+    async fn transfer_leader(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
+        let req = self.decode(request.get_ref())?;
+        Ok(self.reply(self.raft.handle_transfer_leader(req).await))
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<pb::SnapshotChunk>>,
+    ) -> Result<Response<pb::RaftMessage>, Status> {
+        let mut stream = request.into_inner();
+        let Some(first) = stream.message().await? else {
+            return Err(Status::invalid_argument("empty snapshot stream"));
+        };
+        self.check_cluster(&first.cluster_id)?;
+        if first.total_len > self.max_snapshot_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "snapshot of {} bytes exceeds the limit of {}",
+                first.total_len, self.max_snapshot_bytes
+            )));
+        }
+        let (vote, meta): (Vote, SnapshotMeta) =
+            envelope::decode(&first.header, "snapshot header").map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let sha256: [u8; 32] = first
+            .sha256
+            .as_slice()
+            .try_into()
+            .map_err(|_| Status::invalid_argument("snapshot sha256 must be 32 bytes"))?;
+        let name = first.name.clone();
+        let (path, mut file) = self.snapshots.incoming(&name).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut offset = 0u64;
+        let mut chunk = Some(first);
+        // Chunks must arrive in order and add up to the announced length.
+        while let Some(c) = chunk.take() {
+            if c.offset != offset || offset + c.data.len() as u64 > self.max_snapshot_bytes {
+                let _ = std::fs::remove_file(&path);
+                return Err(Status::invalid_argument(format!(
+                    "snapshot chunk at {} where {offset} was expected",
+                    c.offset
+                )));
+            }
+            file.write_all(&c.data).map_err(|e| Status::internal(e.to_string()))?;
+            offset += c.data.len() as u64;
+            if c.done {
+                break;
+            }
+            chunk = stream.message().await?;
+            if chunk.is_none() {
+                let _ = std::fs::remove_file(&path);
+                return Err(Status::aborted("snapshot stream ended before its last chunk"));
+            }
+        }
+        file.sync_all().map_err(|e| Status::internal(e.to_string()))?;
+        drop(file);
+        let snapshots = self.snapshots.clone();
+        let meta_bytes = envelope::encode(&meta);
+        let accepted = tokio::task::spawn_blocking(move || snapshots.accept(&path, &name, &sha256, &meta_bytes))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::data_loss(e.to_string()))?;
+        let snapshot = openraft::Snapshot { meta, snapshot: accepted };
+        Ok(self.reply(self.raft.install_full_snapshot(vote, snapshot).await))
+    }
+}

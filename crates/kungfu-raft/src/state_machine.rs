@@ -1,0 +1,232 @@
+//! openraft's state machine over [`kungfu_storage::StateStore`]: every committed command is applied
+//! with `kungfu_core::apply`, and the facts, changed records, receipts and the last applied log id
+//! of a whole batch of entries are committed in one atomic write batch. Snapshots are RocksDB
+//! checkpoints packed by [`kungfu_storage::SnapshotStore`].
+
+use crate::types::{Entry, LogId, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
+use futures::{Stream, TryStreamExt};
+use kungfu_core::{Limits, Tx, apply};
+use kungfu_storage::{SnapshotArchive, SnapshotStore, StateStore, envelope};
+use openraft::entry::RaftEntry;
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder};
+use std::io;
+use std::sync::Arc;
+
+/// Keys of the state store's `sm_meta` family.
+pub const LAST_APPLIED: &str = "last_applied";
+pub const MEMBERSHIP: &str = "membership";
+pub const LIMITS: &str = "limits";
+
+/// The state machine of one node.
+#[derive(Clone, Debug)]
+pub struct StateMachine {
+    state: Arc<StateStore>,
+    snapshots: SnapshotStore,
+    /// Limits used until the log sets others (`Request::SetLimits`); identical on every node of a
+    /// cluster because they come from the replicated state once set.
+    default_limits: Limits,
+}
+
+fn io_err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn read_meta<T: serde::de::DeserializeOwned>(state: &StateStore, key: &str) -> Result<Option<T>, io::Error> {
+    match state.get_meta(key).map_err(io::Error::from)? {
+        Some(bytes) => Ok(Some(envelope::decode(&bytes, key).map_err(io::Error::from)?)),
+        None => Ok(None),
+    }
+}
+
+impl StateMachine {
+    pub fn new(state: Arc<StateStore>, snapshots: SnapshotStore, default_limits: Limits) -> StateMachine {
+        StateMachine { state, snapshots, default_limits }
+    }
+
+    pub fn state(&self) -> &Arc<StateStore> {
+        &self.state
+    }
+
+    /// The limits in force: the replicated ones once set, else the defaults.
+    pub fn limits(&self) -> Result<Limits, io::Error> {
+        Ok(read_meta(&self.state, LIMITS)?.unwrap_or_else(|| self.default_limits.clone()))
+    }
+
+    /// Applies a batch of committed entries and commits them atomically. Returns one response per
+    /// entry. Runs on the blocking pool.
+    fn apply_batch(state: &StateStore, limits: &mut Limits, entries: &[Entry]) -> Result<Vec<Response>, io::Error> {
+        let live = state.live();
+        let mut tx = Tx::new(&live);
+        let mut responses = Vec::with_capacity(entries.len());
+        let mut last_applied: Option<LogId> = None;
+        let mut membership: Option<StoredMembership> = None;
+        let mut new_limits = None;
+        for entry in entries {
+            last_applied = Some(entry.log_id());
+            let response = match &entry.payload {
+                EntryPayload::Blank => Response::Done,
+                EntryPayload::Membership(m) => {
+                    membership = Some(StoredMembership::new(Some(entry.log_id()), m.clone()));
+                    Response::Done
+                }
+                EntryPayload::Normal(Request::SetLimits(l)) => {
+                    *limits = l.clone();
+                    new_limits = Some(l.clone());
+                    Response::Done
+                }
+                EntryPayload::Normal(Request::Command(cmd)) => {
+                    // A state that cannot be read is fatal: the node must stop rather than decide
+                    // on a state it does not know.
+                    let applied = apply(&tx, cmd, limits).map_err(io_err)?;
+                    for (k, v) in applied.changes {
+                        match v {
+                            Some(r) => tx.put(k, r),
+                            None => tx.delete(k),
+                        }
+                    }
+                    Response::Applied { outcome: applied.outcome, replayed: applied.replayed }
+                }
+            };
+            responses.push(response);
+        }
+        let mut meta: Vec<(&str, Option<Vec<u8>>)> = Vec::new();
+        if let Some(l) = &last_applied {
+            meta.push((LAST_APPLIED, Some(envelope::encode(l))));
+        }
+        if let Some(m) = &membership {
+            meta.push((MEMBERSHIP, Some(envelope::encode(m))));
+        }
+        if let Some(l) = &new_limits {
+            meta.push((LIMITS, Some(envelope::encode(l))));
+        }
+        let changes = tx.into_changes();
+        state.commit(&changes, &meta).map_err(io::Error::from)?;
+        Ok(responses)
+    }
+}
+
+/// The name of a snapshot: its last log index (zero-padded, so names sort by it), then its term and
+/// leader node, so two snapshots of the same entry have the same name.
+fn snapshot_name(meta: &SnapshotMeta) -> String {
+    match &meta.last_log_id {
+        Some(l) => format!("{:020}-{}-{}", l.index, l.leader_id.term, l.leader_id.node_id),
+        None => "00000000000000000000-0-0".to_string(),
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotArchive;
+
+    async fn build_snapshot(&mut self) -> Result<openraft::alias::SnapshotOf<TypeConfig, SnapshotArchive>, io::Error> {
+        let state = self.state.clone();
+        let snapshots = self.snapshots.clone();
+        let built = tokio::task::spawn_blocking(move || -> Result<(SnapshotMeta, SnapshotArchive), io::Error> {
+            // The checkpoint is taken first; the meta describes exactly what it holds.
+            snapshots
+                .build_with(&state, |checkpoint| {
+                    let applied: Option<LogId> = checkpoint_meta(checkpoint, LAST_APPLIED)?;
+                    let membership: StoredMembership = checkpoint_meta(checkpoint, MEMBERSHIP)?.unwrap_or_default();
+                    let meta = SnapshotMeta { last_log_id: applied, last_membership: membership };
+                    Ok((snapshot_name(&meta), envelope::encode(&meta), meta))
+                })
+                .map_err(io::Error::from)
+                .map(|(archive, meta)| (meta, archive))
+        })
+        .await
+        .map_err(io_err)??;
+        Ok(openraft::Snapshot { meta: built.0, snapshot: built.1 })
+    }
+}
+
+fn checkpoint_meta<T: serde::de::DeserializeOwned>(
+    dir: &std::path::Path,
+    key: &str,
+) -> Result<Option<T>, kungfu_storage::Error> {
+    match kungfu_storage::snapshot::read_checkpoint_meta(dir, key)? {
+        Some(bytes) => Ok(Some(envelope::decode(&bytes, key)?)),
+        None => Ok(None),
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotArchive;
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let applied: Option<LogId> = read_meta(&self.state, LAST_APPLIED)?;
+        let membership: StoredMembership = read_meta(&self.state, MEMBERSHIP)?.unwrap_or_default();
+        Ok((applied, membership))
+    }
+
+    async fn apply<Strm>(&mut self, entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + Send,
+    {
+        let batch: Vec<EntryResponder<TypeConfig>> = entries.try_collect().await?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let (entries, responders): (Vec<Entry>, Vec<_>) = batch.into_iter().unzip();
+        let state = self.state.clone();
+        let mut limits = self.limits()?;
+        let responses = tokio::task::spawn_blocking(move || StateMachine::apply_batch(&state, &mut limits, &entries))
+            .await
+            .map_err(io_err)??;
+        // Responses go out only after the batch is committed.
+        for (responder, response) in responders.into_iter().zip(responses) {
+            if let Some(r) = responder {
+                r.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotArchive) -> Result<(), io::Error> {
+        let state = self.state.clone();
+        let snapshots = self.snapshots.clone();
+        let meta = meta.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), io::Error> {
+            let name = snapshot_name(&meta);
+            // A snapshot received from another node is kept as this node's current snapshot.
+            let local = if snapshot.path.parent() == Some(snapshots.dir()) && snapshot.name == name {
+                snapshot
+            } else {
+                snapshots.adopt(&snapshot, &name, &envelope::encode(&meta)).map_err(io::Error::from)?
+            };
+            snapshots.install(&local, &state).map_err(io::Error::from)?;
+            // The installed state must be the one the meta describes.
+            let applied: Option<LogId> = read_meta(&state, LAST_APPLIED)?;
+            if applied != meta.last_log_id {
+                return Err(io::Error::other(format!(
+                    "installed snapshot holds last applied {applied:?}, its meta says {:?}",
+                    meta.last_log_id
+                )));
+            }
+            Ok(())
+        })
+        .await
+        .map_err(io_err)?
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<openraft::alias::SnapshotOf<TypeConfig, SnapshotArchive>>, io::Error> {
+        let snapshots = self.snapshots.clone();
+        tokio::task::spawn_blocking(move || -> Result<_, io::Error> {
+            match snapshots.latest().map_err(io::Error::from)? {
+                Some((archive, meta)) => {
+                    let meta: SnapshotMeta = envelope::decode(&meta, "snapshot meta").map_err(io::Error::from)?;
+                    Ok(Some(openraft::Snapshot { meta, snapshot: archive }))
+                }
+                None => Ok(None),
+            }
+        })
+        .await
+        .map_err(io_err)?
+    }
+}

@@ -1,0 +1,36 @@
+//! The RocksDB stores of a Kungfu node. It stores bytes under keys and knows no protocol rule: the
+//! protocol core decides what to write, openraft decides when.
+//!
+//! Layout of a data directory (see [`DataDir`]):
+//!
+//! ```text
+//! <root>/IDENTITY        cluster id, node id and format; checked at every start
+//! <root>/log/            RocksDB: the raft log (`raft_log`) and vote/purge/commit marks (`raft_meta`)
+//! <root>/state/          RocksDB: the protocol state, one column family per key family, and `sm_meta`
+//! <root>/snapshots/      snapshot archives (a RocksDB checkpoint of `state/`, packed) and their metadata
+//! ```
+//!
+//! Table of contents:
+//! - [`envelope`]: the one place persisted values are encoded (a version byte, then bincode).
+//! - [`data_dir`]: opening a data directory safely: identity checks, never a silent re-initialisation.
+//! - [`log_store`]: entries and vote, durable (WAL synced) before any append or vote is acknowledged.
+//! - [`state_store`]: the protocol state: consistent reads, one atomic batch per apply, digest,
+//!   checkpoint and atomic replacement.
+//! - [`snapshot`]: snapshot archives built from checkpoints, read in bounded chunks, installed atomically.
+
+pub mod data_dir;
+pub mod envelope;
+pub mod error;
+pub mod log_store;
+pub mod snapshot;
+pub mod state_store;
+
+pub use data_dir::{DataDir, Identity, OpenMode, Stores};
+pub use error::Error;
+pub use log_store::LogStore;
+pub use snapshot::{SnapshotArchive, SnapshotStore};
+pub use state_store::StateStore;
+
+/// The shard every key of this node belongs to. Every state key starts with its shard so the state
+/// can later split across raft groups (DESIGN §7, §11); today there is one.
+pub const SHARD: u16 = 0;

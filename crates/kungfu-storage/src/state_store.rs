@@ -1,0 +1,362 @@
+//! The protocol state in its own RocksDB instance: one column family per key family of the core
+//! (`kungfu_core::keys::Family`) plus `sm_meta` (last applied log id, membership). Reads see one
+//! consistent RocksDB snapshot (§9); each apply commits its changes and its metadata in one atomic
+//! write batch, so a crash never leaves a half-applied action.
+
+use crate::SHARD;
+use crate::envelope;
+use crate::error::Error;
+use kungfu_core::keys::{Family, Key};
+use kungfu_core::{Changeset, Record, StateError, StateRead};
+use rocksdb::{ColumnFamilyDescriptor, DB, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+const CF_SM_META: &str = "sm_meta";
+const STORE: &str = "state";
+
+pub(crate) fn cf_names() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = Family::ALL.iter().map(|f| f.name()).collect();
+    v.push(CF_SM_META);
+    v
+}
+
+fn open_db(path: &Path, create: bool) -> Result<DB, Error> {
+    let mut opts = Options::default();
+    opts.create_if_missing(create);
+    opts.create_missing_column_families(create);
+    opts.set_paranoid_checks(true);
+    let cfs = cf_names().into_iter().map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+    DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks(STORE))
+}
+
+/// The storage key of a core key: the shard, then the core key (whose first byte is its family).
+fn storage_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 2);
+    k.extend_from_slice(&SHARD.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+fn family_cf<'a>(db: &'a DB, key: &[u8]) -> Result<&'a rocksdb::ColumnFamily, StateError> {
+    let family = Family::of(key).ok_or_else(|| StateError::corrupt(key, "key of no known family"))?;
+    db.cf_handle(family.name()).ok_or_else(|| StateError::Io(format!("column family {} missing", family.name())))
+}
+
+/// The state store. Cheap to share behind an `Arc`; the database inside is replaced atomically when
+/// a snapshot is installed.
+pub struct StateStore {
+    path: PathBuf,
+    /// None only after a snapshot installation failed half way; every access then fails until the
+    /// node restarts (and the next open recovers the directories).
+    db: RwLock<Option<Arc<DB>>>,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateStore({})", self.path.display())
+    }
+}
+
+impl StateStore {
+    /// Opens the state store at `path`, finishing an interrupted snapshot installation first.
+    pub fn open(path: &Path, create: bool) -> Result<StateStore, Error> {
+        recover_install(path)?;
+        let db = open_db(path, create)?;
+        Ok(StateStore { path: path.to_path_buf(), db: RwLock::new(Some(Arc::new(db))) })
+    }
+
+    fn handle(&self) -> Option<Arc<DB>> {
+        match self.db.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn current(&self) -> Result<Arc<DB>, Error> {
+        self.handle().ok_or_else(closed)
+    }
+
+    /// Runs `f` over one consistent snapshot of the state (§9: permission checks and content come
+    /// from one state).
+    pub fn read<R>(&self, f: impl FnOnce(&dyn StateRead) -> R) -> R {
+        match self.handle() {
+            Some(db) => {
+                let snap = db.snapshot();
+                let view = RocksView { db: &db, snap: Some(&snap) };
+                f(&view)
+            }
+            None => f(&LiveView { db: None }),
+        }
+    }
+
+    /// A view of the latest state, for the single writer that applies commands.
+    pub fn live(&self) -> LiveView {
+        LiveView { db: self.handle() }
+    }
+
+    /// Commits the changes of one or more applied commands together with metadata (`Some` puts,
+    /// `None` deletes), in one atomic write batch.
+    pub fn commit(&self, changes: &Changeset, meta: &[(&str, Option<Vec<u8>>)]) -> Result<(), Error> {
+        let db = self.current()?;
+        let mut batch = WriteBatch::default();
+        for (key, value) in changes {
+            let cf = family_cf(&db, key).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+            match value {
+                Some(record) => batch.put_cf(cf, storage_key(key), envelope::encode(record)),
+                None => batch.delete_cf(cf, storage_key(key)),
+            }
+        }
+        let cf = db.cf_handle(CF_SM_META).ok_or_else(|| Error::Corrupt { what: "sm_meta missing".into() })?;
+        for (k, v) in meta {
+            match v {
+                Some(v) => batch.put_cf(cf, k, v),
+                None => batch.delete_cf(cf, k),
+            }
+        }
+        // The raft log is synced before entries are applied, so an apply need not sync: after a
+        // crash, whatever the WAL lost is applied again from the log.
+        db.write_opt(batch, &WriteOptions::default()).map_err(Error::rocks(STORE))
+    }
+
+    pub fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let db = self.current()?;
+        let cf = db.cf_handle(CF_SM_META).ok_or_else(|| Error::Corrupt { what: "sm_meta missing".into() })?;
+        db.get_cf(cf, key).map_err(Error::rocks(STORE))
+    }
+
+    /// SHA-256 over every key and value of the protocol state families, in order, from one
+    /// snapshot. Equal on all replicas at the same applied index.
+    pub fn digest(&self) -> Result<[u8; 32], Error> {
+        let db = self.current()?;
+        let snap = db.snapshot();
+        let mut h = Sha256::new();
+        for family in Family::ALL {
+            let cf = db.cf_handle(family.name()).ok_or_else(|| Error::Corrupt { what: "family missing".into() })?;
+            h.update([family as u8]);
+            for item in snap.iterator_cf(cf, IteratorMode::Start) {
+                let (k, v) = item.map_err(Error::rocks(STORE))?;
+                h.update((k.len() as u64).to_be_bytes());
+                h.update(&k);
+                h.update((v.len() as u64).to_be_bytes());
+                h.update(&v);
+            }
+        }
+        Ok(h.finalize().into())
+    }
+
+    /// Writes a RocksDB checkpoint of the whole state (all families and `sm_meta`) to `dir`, which
+    /// must not exist. Memtables are flushed first, so the checkpoint is durable.
+    pub fn checkpoint_to(&self, dir: &Path) -> Result<(), Error> {
+        let db = self.current()?;
+        let cp = rocksdb::checkpoint::Checkpoint::new(&db).map_err(Error::rocks(STORE))?;
+        cp.create_checkpoint(dir).map_err(Error::rocks(STORE))
+    }
+
+    /// Replaces the whole state with the database in `incoming` (an unpacked checkpoint), atomically:
+    /// readers see either the old state or the new one, and a crash at any point leaves one of them
+    /// in place at the next open.
+    pub fn replace_with(&self, incoming: &Path) -> Result<(), Error> {
+        // Validate before touching the live state.
+        drop(open_db(incoming, false)?);
+        let marker = incoming.join(COMPLETE);
+        std::fs::write(&marker, b"complete").map_err(Error::io(&marker))?;
+        sync_dir(incoming)?;
+        let staged = sibling(&self.path, "incoming");
+        if staged != incoming {
+            remove_dir_if_exists(&staged)?;
+            std::fs::rename(incoming, &staged).map_err(Error::io(&staged))?;
+        }
+        let mut guard = match self.db.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        // RocksDB locks a database by path within the process, so the old database must be closed
+        // before the new one opens at the same path. Holding the write lock stops new readers;
+        // wait (bounded) for the ones in flight to let go of their handles, then close it.
+        let waited = std::time::Instant::now();
+        while guard.as_ref().is_some_and(|db| Arc::strong_count(db) > 1) {
+            if waited.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(Error::Corrupt {
+                    what: "readers held the state store for 60 s during a snapshot install".into(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(guard.take());
+        let old = sibling(&self.path, "old");
+        remove_dir_if_exists(&old)?;
+        std::fs::rename(&self.path, &old).map_err(Error::io(&old))?;
+        std::fs::rename(&staged, &self.path).map_err(Error::io(&self.path))?;
+        if let Some(parent) = self.path.parent() {
+            sync_dir(parent)?;
+        }
+        let _ = std::fs::remove_file(self.path.join(COMPLETE));
+        *guard = Some(Arc::new(open_db(&self.path, false)?));
+        drop(guard);
+        remove_dir_if_exists(&old)?;
+        Ok(())
+    }
+}
+
+const COMPLETE: &str = "KUNGFU_COMPLETE";
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(format!(".{suffix}"));
+    path.with_file_name(name)
+}
+
+fn remove_dir_if_exists(p: &Path) -> Result<(), Error> {
+    match std::fs::remove_dir_all(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Io { path: p.to_path_buf(), source: e }),
+    }
+}
+
+pub(crate) fn sync_dir(p: &Path) -> Result<(), Error> {
+    std::fs::File::open(p).and_then(|f| f.sync_all()).map_err(Error::io(p))
+}
+
+/// Finishes or discards an installation that a crash interrupted.
+fn recover_install(path: &Path) -> Result<(), Error> {
+    let staged = sibling(path, "incoming");
+    let old = sibling(path, "old");
+    if !path.exists() && staged.join(COMPLETE).exists() {
+        std::fs::rename(&staged, path).map_err(Error::io(path))?;
+        let _ = std::fs::remove_file(path.join(COMPLETE));
+    }
+    if path.exists() {
+        remove_dir_if_exists(&staged)?;
+        remove_dir_if_exists(&old)?;
+    }
+    Ok(())
+}
+
+/// Reads of the state, optionally pinned to a RocksDB snapshot.
+struct RocksView<'a> {
+    db: &'a DB,
+    snap: Option<&'a rocksdb::SnapshotWithThreadMode<'a, DB>>,
+}
+
+/// The latest state, for the applying writer (which is the only writer, so its reads are consistent).
+pub struct LiveView {
+    db: Option<Arc<DB>>,
+}
+
+impl std::fmt::Debug for LiveView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveView")
+    }
+}
+
+impl LiveView {
+    fn view(&self) -> Result<RocksView<'_>, StateError> {
+        match &self.db {
+            Some(db) => Ok(RocksView { db, snap: None }),
+            None => Err(StateError::Io(closed().to_string())),
+        }
+    }
+}
+
+fn closed() -> Error {
+    Error::Corrupt { what: "the state store is closed after a failed snapshot installation; restart the node".into() }
+}
+
+impl StateRead for LiveView {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        self.view()?.get(key)
+    }
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        self.view()?.scan(prefix, after, limit)
+    }
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        self.view()?.scan_rev(prefix, before, limit)
+    }
+}
+
+fn rocks_err(e: rocksdb::Error) -> StateError {
+    StateError::Io(e.to_string())
+}
+
+fn decode_record(key: &[u8], bytes: &[u8]) -> Result<Record, StateError> {
+    envelope::decode(bytes, "state record").map_err(|e| StateError::corrupt(key, e.to_string()))
+}
+
+impl RocksView<'_> {
+    fn opts(&self) -> ReadOptions {
+        let mut o = ReadOptions::default();
+        if let Some(s) = self.snap {
+            o.set_snapshot(s);
+        }
+        o
+    }
+}
+
+impl StateRead for RocksView<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        let cf = family_cf(self.db, key)?;
+        match self.db.get_cf_opt(cf, storage_key(key), &self.opts()).map_err(rocks_err)? {
+            Some(bytes) => Ok(Some(decode_record(key, &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        let cf = family_cf(self.db, prefix)?;
+        let sprefix = storage_key(prefix);
+        let start = match after {
+            Some(a) if a >= prefix => storage_key(a),
+            _ => sprefix.clone(),
+        };
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf_opt(cf, self.opts());
+        it.seek(&start);
+        while it.valid() && out.len() < limit {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+            if !k.starts_with(&sprefix) {
+                break;
+            }
+            if after.is_none() || k != start.as_slice() {
+                let core_key = k[2..].to_vec();
+                let record = decode_record(&core_key, v)?;
+                out.push((core_key, record));
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err)?;
+        Ok(out)
+    }
+
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        let cf = family_cf(self.db, prefix)?;
+        let sprefix = storage_key(prefix);
+        let mut it = self.db.raw_iterator_cf_opt(cf, self.opts());
+        let bound = before.map(storage_key);
+        match (&bound, kungfu_core::keys::prefix_end(&sprefix)) {
+            (Some(b), _) if b.starts_with(&sprefix) => it.seek_for_prev(b),
+            (_, Some(end)) => {
+                it.seek_for_prev(&end);
+            }
+            (_, None) => it.seek_to_last(),
+        }
+        let mut out = Vec::new();
+        while it.valid() && out.len() < limit {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+            let skip = bound.as_deref() == Some(k) || kungfu_core::keys::prefix_end(&sprefix).as_deref() == Some(k);
+            if !skip {
+                if !k.starts_with(&sprefix) {
+                    break;
+                }
+                let core_key = k[2..].to_vec();
+                let record = decode_record(&core_key, v)?;
+                out.push((core_key, record));
+            }
+            it.prev();
+        }
+        it.status().map_err(rocks_err)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,335 @@
+//! The RocksDB stores against their contracts: the log is durable and hole-free, the state store
+//! behaves exactly like the in-memory state the core is tested on, snapshots round-trip, and a data
+//! directory is never silently re-initialised.
+
+use kungfu_core::testkit::World;
+use kungfu_core::{Action, Command, Limits, MemState, Principal, StateExt, StateRead, Tx, apply, keys};
+use kungfu_storage::{DataDir, Error, Identity, OpenMode, StateStore, Stores};
+use kungfu_types::{Content, Micros, Role};
+use std::path::Path;
+
+fn identity() -> Identity {
+    Identity { cluster_id: "c1".into(), node_id: 1 }
+}
+
+fn open(dir: &Path) -> Stores {
+    DataDir::new(dir).open(&identity(), OpenMode::CreateIfEmpty, 2).expect("open data dir")
+}
+
+// --- log store --------------------------------------------------------------------------------
+
+#[test]
+fn appended_entries_survive_a_reopen_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path());
+        s.log.append(&[(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())]).expect("append");
+        s.log.put_meta("vote", b"v1".to_vec()).expect("vote");
+    }
+    let s = open(dir.path());
+    assert_eq!(s.log.entries(1, 10).expect("read"), vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())]);
+    assert_eq!(s.log.entries(2, 3).expect("read"), vec![(2, b"b".to_vec())]);
+    assert_eq!(s.log.last().expect("last"), Some((3, b"c".to_vec())));
+    assert_eq!(s.log.get_meta("vote").expect("vote"), Some(b"v1".to_vec()));
+}
+
+#[test]
+fn truncate_and_purge_leave_no_hole_and_keep_the_purge_mark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let entries: Vec<(u64, Vec<u8>)> = (1..=10).map(|i| (i, vec![i as u8])).collect();
+    s.log.append(&entries).expect("append");
+    s.log.truncate_after(Some(7)).expect("truncate");
+    assert_eq!(s.log.last().expect("last").map(|e| e.0), Some(7));
+    s.log.purge_upto(3, "purged", b"3".to_vec()).expect("purge");
+    let left: Vec<u64> = s.log.entries(0, u64::MAX).expect("read").into_iter().map(|e| e.0).collect();
+    assert_eq!(left, vec![4, 5, 6, 7]);
+    assert_eq!(s.log.get_meta("purged").expect("mark"), Some(b"3".to_vec()));
+    s.log.truncate_after(None).expect("truncate all");
+    assert_eq!(s.log.last().expect("last"), None);
+}
+
+// --- state store --------------------------------------------------------------------------------
+
+/// Applies the same commands to the in-memory state and to RocksDB, committing each like the
+/// state machine does, and returns both.
+fn run_both(cmds: &[Command], store: &StateStore) -> MemState {
+    let limits = Limits::default();
+    let mut mem = MemState::new();
+    for cmd in cmds {
+        let a = apply(&mem, cmd, &limits).expect("mem apply");
+        mem.commit(&a.changes);
+        let live = store.live();
+        let b = apply(&live, cmd, &limits).expect("rocks apply");
+        assert_eq!(a.changes, b.changes, "RocksDB state diverged from the in-memory state at {:?}", cmd.action.kind());
+        assert_eq!(a.receipt_bytes(), b.receipt_bytes());
+        store.commit(&b.changes, &[("last_applied", Some(b"x".to_vec()))]).expect("commit");
+    }
+    mem
+}
+
+/// A realistic command sequence recorded from the core's test world.
+fn scenario() -> Vec<Command> {
+    let mut w = World::new();
+    let mut cmds = Vec::new();
+    let mut run = |w: &mut World, p: Principal, a: Action| {
+        let key = w.fresh_key();
+        w.advance(Micros::from_secs(1));
+        let cmd = Command::new(p, a, Some(key), w.now);
+        w.exec_cmd(&cmd);
+        cmds.push(cmd);
+    };
+    let reg = |w: &mut World, n: u8| Action::RegisterAgent {
+        key_hash: kungfu_core::secret::hash_secret(&format!("secret-{n}-{}", w.fresh_secret())),
+        key_fingerprint: kungfu_core::secret::fingerprint("kf_xxxxxxxxxxxxxxxx"),
+    };
+    for n in 0..3 {
+        let a = reg(&mut w, n);
+        run(&mut w, Principal::Registrar, a);
+    }
+    let (a, b) = (kungfu_types::AgentId(1), kungfu_types::AgentId(2));
+    run(&mut w, Principal::Agent(a), Action::CreateThread { subject: Content::from("s"), grant: None });
+    let (grant, secret) = w.new_grant(Role::Speaker);
+    let t = kungfu_types::ThreadId(1);
+    run(&mut w, Principal::Agent(a), Action::IssueGrant { thread: t, grant });
+    run(&mut w, Principal::Agent(b), Action::Join { grant_hash: kungfu_core::secret::hash_secret(&secret) });
+    for i in 0..5 {
+        run(
+            &mut w,
+            Principal::Agent(if i % 2 == 0 { a } else { b }),
+            Action::Post {
+                thread: t,
+                body: kungfu_core::PostBody::Content(Content::from(format!("post {i}"))),
+                reply_to: None,
+                ask: None,
+                task_ref: None,
+                assignment: None,
+            },
+        );
+    }
+    cmds
+}
+
+#[test]
+fn rocksdb_state_matches_the_in_memory_state_command_by_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let mem = run_both(&scenario(), &s.state);
+    // Every record, index, journal entry and receipt is identical.
+    for family in keys::Family::ALL {
+        let prefix = [family as u8];
+        let m = mem.scan_all(&prefix).expect("mem");
+        let r = s.state.read(|v| v.scan_all(&prefix)).expect("rocks");
+        assert_eq!(m, r, "family {} differs", family.name());
+        assert!(!m.is_empty() || family == keys::Family::Receipts || family == keys::Family::Meta);
+    }
+}
+
+#[test]
+fn scans_agree_with_the_in_memory_state_in_both_directions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let mem = run_both(&scenario(), &s.state);
+    let prefixes = [
+        keys::journal_prefix(),
+        keys::indexes_prefix(),
+        keys::records_prefix(),
+        keys::entries_of(kungfu_types::ThreadId(1)),
+    ];
+    for prefix in prefixes {
+        let all = mem.scan_all(&prefix).expect("mem");
+        for limit in [1usize, 2, 5, 1000] {
+            for cursor in [None, all.get(1).map(|x| x.0.clone()), all.last().map(|x| x.0.clone())] {
+                let m = mem.scan(&prefix, cursor.as_deref(), limit).expect("mem");
+                let r = s.state.read(|v| v.scan(&prefix, cursor.as_deref(), limit)).expect("rocks");
+                assert_eq!(m, r, "scan differs");
+                let m = mem.scan_rev(&prefix, cursor.as_deref(), limit).expect("mem");
+                let r = s.state.read(|v| v.scan_rev(&prefix, cursor.as_deref(), limit)).expect("rocks");
+                assert_eq!(m, r, "reverse scan differs");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_read_sees_one_state_even_while_a_commit_lands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let cmds = scenario();
+    run_both(&cmds[..3], &s.state);
+    s.state.read(|view| {
+        let before = view.agent(kungfu_types::AgentId(3)).expect("read");
+        assert!(before.is_some());
+        // A commit that lands during the read is not seen by it.
+        let live = s.state.live();
+        let mut tx = Tx::new(&live);
+        tx.delete(keys::agent(kungfu_types::AgentId(3)));
+        s.state.commit(&tx.into_changes(), &[]).expect("commit");
+        assert_eq!(view.agent(kungfu_types::AgentId(3)).expect("read"), before);
+    });
+    assert!(s.state.read(|v| v.agent(kungfu_types::AgentId(3))).expect("read").is_none());
+}
+
+#[test]
+fn state_and_metadata_survive_a_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let digest = {
+        let s = open(dir.path());
+        run_both(&scenario(), &s.state);
+        s.state.digest().expect("digest")
+    };
+    let s = open(dir.path());
+    assert_eq!(s.state.digest().expect("digest"), digest);
+    assert_eq!(s.state.get_meta("last_applied").expect("meta"), Some(b"x".to_vec()));
+}
+
+// --- snapshots --------------------------------------------------------------------------------
+
+#[test]
+fn a_snapshot_installed_on_another_node_gives_the_same_digest() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let b = tempfile::tempdir().expect("tempdir");
+    let sa = open(a.path());
+    run_both(&scenario(), &sa.state);
+    let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"meta").expect("build");
+    assert_eq!(
+        sa.snapshots.latest().expect("latest").map(|(x, m)| (x.name, m)),
+        Some((archive.name.clone(), b"meta".to_vec()))
+    );
+
+    let sb = DataDir::new(b.path())
+        .open(&Identity { cluster_id: "c1".into(), node_id: 2 }, OpenMode::CreateIfEmpty, 2)
+        .expect("open b");
+    // Transfer in small chunks, as the network does.
+    let (path, mut file) = sb.snapshots.incoming(&archive.name).expect("incoming");
+    let mut offset = 0;
+    loop {
+        let chunk = kungfu_storage::snapshot::read_chunk(&archive.path, offset, 4096).expect("chunk");
+        if chunk.is_empty() {
+            break;
+        }
+        offset += chunk.len() as u64;
+        std::io::Write::write_all(&mut file, &chunk).expect("write");
+    }
+    drop(file);
+    let received = sb.snapshots.accept(&path, &archive.name, &archive.sha256, b"meta").expect("accept");
+    sb.snapshots.install(&received, &sb.state).expect("install");
+    assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
+    assert_eq!(sb.state.get_meta("last_applied").expect("meta"), Some(b"x".to_vec()));
+    // The installed state is what later opens see.
+    drop(sb);
+    let sb = DataDir::new(b.path())
+        .open(&Identity { cluster_id: "c1".into(), node_id: 2 }, OpenMode::MustExist, 2)
+        .expect("reopen");
+    assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
+}
+
+#[test]
+fn a_corrupted_transfer_is_refused_and_the_state_is_untouched() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let sa = open(a.path());
+    run_both(&scenario(), &sa.state);
+    let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"meta").expect("build");
+    let before = sa.state.digest().expect("digest");
+    let (path, mut file) = sa.snapshots.incoming("00000000000000000013-1").expect("incoming");
+    let mut bytes = std::fs::read(&archive.path).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::io::Write::write_all(&mut file, &bytes).expect("write");
+    drop(file);
+    let err = sa.snapshots.accept(&path, "00000000000000000013-1", &archive.sha256, b"meta").expect_err("must refuse");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_eq!(sa.state.digest().expect("digest"), before);
+    assert_eq!(sa.snapshots.list().expect("list"), vec![archive.name]);
+}
+
+#[test]
+fn only_the_newest_snapshots_are_kept() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let sa = open(a.path());
+    for i in 1..=4 {
+        sa.snapshots.build(&sa.state, &format!("{i:020}-1"), b"m").expect("build");
+    }
+    assert_eq!(sa.snapshots.list().expect("list"), vec![format!("{:020}-1", 3), format!("{:020}-1", 4)]);
+}
+
+#[test]
+fn an_interrupted_install_is_finished_at_the_next_open() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let digest = {
+        let sa = open(a.path());
+        run_both(&scenario(), &sa.state);
+        let d = sa.state.digest().expect("digest");
+        // Simulate a crash after the live state moved aside and before the new one moved in.
+        let staged = a.path().join("state.incoming");
+        sa.state.checkpoint_to(&staged).expect("checkpoint");
+        std::fs::write(staged.join("KUNGFU_COMPLETE"), b"complete").expect("marker");
+        d
+    };
+    std::fs::rename(a.path().join("state"), a.path().join("state.old")).expect("move aside");
+    let sa = DataDir::new(a.path()).open(&identity(), OpenMode::MustExist, 2).expect("reopen");
+    assert_eq!(sa.state.digest().expect("digest"), digest);
+    assert!(!a.path().join("state.old").exists() && !a.path().join("state.incoming").exists());
+}
+
+// --- data directory ---------------------------------------------------------------------------
+
+#[test]
+fn a_data_directory_of_another_cluster_or_node_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path()));
+    let other_cluster =
+        DataDir::new(dir.path()).open(&Identity { cluster_id: "c2".into(), node_id: 1 }, OpenMode::CreateIfEmpty, 2);
+    assert!(matches!(other_cluster, Err(Error::ClusterMismatch { .. })), "{other_cluster:?}");
+    let other_node =
+        DataDir::new(dir.path()).open(&Identity { cluster_id: "c1".into(), node_id: 9 }, OpenMode::CreateIfEmpty, 2);
+    assert!(matches!(other_node, Err(Error::NodeMismatch { found: 1, expected: 9, .. })), "{other_node:?}");
+}
+
+#[test]
+fn a_missing_store_of_an_existing_member_is_an_error_not_a_fresh_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path()));
+    std::fs::remove_dir_all(dir.path().join("state")).expect("remove state");
+    let r = DataDir::new(dir.path()).open(&identity(), OpenMode::CreateIfEmpty, 2);
+    assert!(matches!(r, Err(Error::Incomplete { .. })), "{r:?}");
+    assert!(!dir.path().join("state").exists(), "nothing was re-created");
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    drop(open(dir2.path()));
+    std::fs::remove_dir_all(dir2.path().join("log")).expect("remove log");
+    let r = DataDir::new(dir2.path()).open(&identity(), OpenMode::CreateIfEmpty, 2);
+    assert!(matches!(r, Err(Error::Incomplete { .. })), "{r:?}");
+}
+
+#[test]
+fn a_non_empty_directory_without_identity_is_never_initialised() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.txt"), b"mine").expect("write");
+    let r = DataDir::new(dir.path()).open(&identity(), OpenMode::CreateIfEmpty, 2);
+    assert!(matches!(r, Err(Error::NotADataDir { .. })), "{r:?}");
+    assert!(!dir.path().join("IDENTITY").exists());
+}
+
+#[test]
+fn an_absent_directory_is_created_only_when_allowed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("node");
+    let r = DataDir::new(&root).open(&identity(), OpenMode::MustExist, 2);
+    assert!(matches!(r, Err(Error::Missing { .. })), "{r:?}");
+    let s = DataDir::new(&root).open(&identity(), OpenMode::CreateIfEmpty, 2).expect("create");
+    assert!(s.created);
+    drop(s);
+    let s = DataDir::new(&root).open(&identity(), OpenMode::MustExist, 2).expect("reopen");
+    assert!(!s.created);
+}
+
+#[test]
+fn a_corrupt_store_fails_to_open_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path()));
+    // Destroy the state store's manifest pointer.
+    std::fs::write(dir.path().join("state").join("CURRENT"), b"garbage\n").expect("corrupt");
+    let r = DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2);
+    let err = r.expect_err("must fail");
+    assert!(matches!(err, Error::Rocks { store: "state", .. }), "{err}");
+}
