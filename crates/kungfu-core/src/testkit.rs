@@ -286,6 +286,23 @@ impl World {
         }
     }
 
+    /// Every opportunity of an agent (§8), read page by page with a small page size.
+    pub fn opportunity_ids(&self, agent: AgentId) -> Vec<crate::model::OpportunityId> {
+        let mut ids = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = match read::opportunities(&self.state, agent, cursor.as_ref(), 3, &self.limits) {
+                Ok(p) => p,
+                Err(e) => panic!("opportunities: {e}"),
+            };
+            ids.extend(page.items.into_iter().map(|o| o.id));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return ids,
+            }
+        }
+    }
+
     /// The full turn of an agent, read page by page with a small page size.
     pub fn full_turn(&self, agent: AgentId) -> Vec<read::TurnItem> {
         let mut items = Vec::new();

@@ -105,15 +105,6 @@ fn turn_ids(w: &World, agent: AgentId) -> Vec<ObligationId> {
     w.full_turn(agent).into_iter().map(|i| i.obligation).collect()
 }
 
-fn opportunity_ids(w: &World, agent: AgentId) -> Vec<OpportunityId> {
-    read::opportunities(&w.state, agent, None, 0, &w.limits)
-        .expect("opportunities")
-        .items
-        .into_iter()
-        .map(|o| o.id)
-        .collect()
-}
-
 /// The DeadlinePassed facts recorded for one obligation, across all journals.
 fn deadline_facts(w: &World, id: ObligationId) -> Vec<ExpiryResult> {
     all_facts(&w.state)
@@ -208,7 +199,7 @@ fn observer_cannot_create_assignment() {
     assert_eq!(r.code, Code::CannotSpeak);
     assert_eq!(last_entry(&f.w, f.thread), before);
     assert_eq!(assignments_created(&f.w), 0);
-    assert!(opportunity_ids(&f.w, f.bob).is_empty());
+    assert!(f.w.opportunity_ids(f.bob).is_empty());
 }
 
 /// §6.4 (§6.4.2, L2.3): an observer addressee is an invalid target; neither entry nor assignment exists.
@@ -221,7 +212,7 @@ fn observer_addressee_is_invalid_target() {
     assert_eq!(r.field.as_deref(), Some("assignment.addressee"));
     assert_eq!(last_entry(&f.w, f.thread), before);
     assert_eq!(assignments_created(&f.w), 0);
-    assert!(opportunity_ids(&f.w, f.carol).is_empty());
+    assert!(f.w.opportunity_ids(f.carol).is_empty());
 }
 
 /// §6.4 (§6.4.2): an agent that never joined, or whose membership ended, cannot be addressed.
@@ -245,7 +236,7 @@ fn non_member_and_former_member_addressees_are_invalid_targets() {
 fn creator_may_address_itself_and_complete_the_cycle() {
     let mut f = fixture();
     let a = f.w.assign(f.alice, f.thread, f.alice, Some(DELIVERY), Some(JUDGMENT));
-    assert_eq!(opportunity_ids(&f.w, f.alice), vec![OpportunityId::Assignment(a)]);
+    assert_eq!(f.w.opportunity_ids(f.alice), vec![OpportunityId::Assignment(a)]);
     take(&mut f.w, f.alice, a);
     assert_eq!(turn_ids(&f.w, f.alice), vec![ObligationId::AssignmentDelivery(a)]);
     deliver(&mut f.w, f.alice, a);
@@ -384,7 +375,7 @@ fn untaken_assignment_is_an_opportunity_of_the_addressee_only() {
     assert_eq!(page.items[0].id, OpportunityId::Assignment(a));
     assert_eq!(page.items[0].object, ObjectRef::Thread(f.thread));
     for other in [f.gov, f.alice, f.carol] {
-        assert!(opportunity_ids(&f.w, other).is_empty());
+        assert!(f.w.opportunity_ids(other).is_empty());
     }
 }
 
@@ -394,11 +385,11 @@ fn opportunity_ends_when_taken_or_voided() {
     let mut f = fixture();
     let a = assign(&mut f);
     let b = assign(&mut f);
-    assert_eq!(opportunity_ids(&f.w, f.bob), vec![OpportunityId::Assignment(a), OpportunityId::Assignment(b)]);
+    assert_eq!(f.w.opportunity_ids(f.bob), vec![OpportunityId::Assignment(a), OpportunityId::Assignment(b)]);
     take(&mut f.w, f.bob, a);
-    assert_eq!(opportunity_ids(&f.w, f.bob), vec![OpportunityId::Assignment(b)]);
+    assert_eq!(f.w.opportunity_ids(f.bob), vec![OpportunityId::Assignment(b)]);
     f.w.ok(f.alice, Action::VoidAssignment { assignment: b });
-    assert!(opportunity_ids(&f.w, f.bob).is_empty());
+    assert!(f.w.opportunity_ids(f.bob).is_empty());
     assert_eq!(outcome(&f.w, b), Some(AssignmentOutcome::Voided));
 }
 
@@ -414,7 +405,7 @@ fn only_the_addressee_takes() {
         assert_eq!(f.w.err(other, Action::TakeAssignment { assignment: a }).code, Code::NotAddressee);
     }
     assert_eq!(asg(&f.w, a).state, AssignmentState::Open);
-    assert_eq!(opportunity_ids(&f.w, f.bob), vec![OpportunityId::Assignment(a)]);
+    assert_eq!(f.w.opportunity_ids(f.bob), vec![OpportunityId::Assignment(a)]);
 }
 
 /// §6.2, §9 (§6.2.5, §9.4): an agent outside the thread gets NOT_FOUND for every assignment action.
@@ -1053,7 +1044,7 @@ fn addressee_leaving_voids_its_taken_and_untaken_assignments() {
     assert_eq!(outcome(&f.w, taken), Some(AssignmentOutcome::Voided));
     assert_eq!(outcome(&f.w, untaken), Some(AssignmentOutcome::Voided));
     assert!(turn_ids(&f.w, f.bob).is_empty());
-    assert!(opportunity_ids(&f.w, f.bob).is_empty());
+    assert!(f.w.opportunity_ids(f.bob).is_empty());
     assert!(read::due_obligations(&f.w.state, None, usize::MAX).expect("due").is_empty());
 }
 
@@ -1079,7 +1070,7 @@ fn creator_leaving_before_delivery_voids_its_assignments() {
     assert_eq!(outcome(&f.w, open), Some(AssignmentOutcome::Voided));
     assert_eq!(outcome(&f.w, taken), Some(AssignmentOutcome::Voided));
     assert!(turn_ids(&f.w, f.bob).is_empty());
-    assert!(opportunity_ids(&f.w, f.bob).is_empty());
+    assert!(f.w.opportunity_ids(f.bob).is_empty());
     let r = f.w.err(f.bob, Action::DeliverAssignment { assignment: taken, output: Content::from("orphan") });
     assert_eq!(r.code, Code::InvalidState);
 }
@@ -1220,7 +1211,7 @@ fn open_assignment_capacity_is_enforced() {
     assert_eq!(r.code, Code::LimitExceeded);
     assert_eq!(last_entry(&f.w, f.thread), before);
     assert_eq!(assignments_created(&f.w), 2);
-    assert_eq!(opportunity_ids(&f.w, f.bob).len(), 2);
+    assert_eq!(f.w.opportunity_ids(f.bob).len(), 2);
     // A delivered assignment no longer counts as open: capacity returns.
     take(&mut f.w, f.bob, a);
     deliver(&mut f.w, f.bob, a);

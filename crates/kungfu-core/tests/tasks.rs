@@ -131,15 +131,6 @@ fn read_rejection<T: Debug>(r: read::ReadResult<T>) -> Rejection {
     }
 }
 
-fn opportunities(w: &World, agent: AgentId) -> Vec<OpportunityId> {
-    read::opportunities(&w.state, agent, None, 100, &w.limits)
-        .expect("opportunities")
-        .items
-        .into_iter()
-        .map(|o| o.id)
-        .collect()
-}
-
 fn deactivate(w: &mut World, agent: AgentId) {
     let key = w.fresh_key();
     let applied = w.exec(Principal::Operator, Action::DeactivateAgent { agent }, Some(key));
@@ -649,9 +640,9 @@ fn restricted_task_is_an_opportunity_of_the_named_agents_only() {
     assert_eq!(page.items.len(), 1);
     assert_eq!(page.items[0].id, OpportunityId::Task(task));
     assert_eq!(page.items[0].object, ObjectRef::Task(task));
-    assert!(opportunities(&w, outsider).is_empty());
-    assert!(opportunities(&w, author).is_empty());
-    assert!(!opportunities(&w, named).contains(&OpportunityId::Task(open)), "an open Task is no one's opportunity");
+    assert!(w.opportunity_ids(outsider).is_empty());
+    assert!(w.opportunity_ids(author).is_empty());
+    assert!(!w.opportunity_ids(named).contains(&OpportunityId::Task(open)), "an open Task is no one's opportunity");
     // Opportunities and open Tasks bind no one.
     for agent in [author, named, outsider] {
         assert!(w.full_turn(agent).is_empty(), "{agent}");
@@ -667,13 +658,13 @@ fn restricted_task_opportunity_hides_while_paused_or_engaged() {
     let task = new_task(&mut w, author, restricted(&[named]), draft());
     let shown = vec![OpportunityId::Task(task)];
     w.ok(author, Action::PauseTask { task });
-    assert!(opportunities(&w, named).is_empty());
+    assert!(w.opportunity_ids(named).is_empty());
     w.ok(author, Action::ResumeTask { task });
-    assert_eq!(opportunities(&w, named), shown);
+    assert_eq!(w.opportunity_ids(named), shown);
     let e = take(&mut w, named, task);
-    assert!(opportunities(&w, named).is_empty());
+    assert!(w.opportunity_ids(named).is_empty());
     w.ok(named, Action::DropEngagement { engagement: e });
-    assert_eq!(opportunities(&w, named), shown);
+    assert_eq!(w.opportunity_ids(named), shown);
 }
 
 // --- §7.3 Engagement ------------------------------------------------------------------------------
@@ -1381,7 +1372,7 @@ fn entry_referencing_a_task_changes_nothing_in_the_task() {
     assert_eq!(read_rejection(read::read_task(&w.state, member, task, None)).code, Code::NotFound);
     assert_eq!(w.err(member, Action::TakeTask { task }).code, Code::NotFound);
     assert_eq!(read_rejection(read::read_engagement(&w.state, member, e)).code, Code::NotFound);
-    assert!(opportunities(&w, member).is_empty());
+    assert!(w.opportunity_ids(member).is_empty());
     // The Task does not enter the thread's obligations.
     assert!(w.full_turn(member).is_empty());
     assert_eq!(w.full_turn(author).len(), 1, "only the author's judgment of the delivery");

@@ -114,15 +114,6 @@ fn resp_id(thread: ThreadId, entry: EntrySeq, responder: AgentId) -> ObligationI
     ObligationId::Response { thread, entry, responder }
 }
 
-fn opportunities(w: &World, agent: AgentId) -> Vec<OpportunityId> {
-    read::opportunities(&w.state, agent, None, 0, &w.limits)
-        .expect("opportunities")
-        .items
-        .into_iter()
-        .map(|o| o.id)
-        .collect()
-}
-
 fn read_code<T: std::fmt::Debug>(r: ReadResult<T>) -> Code {
     match r {
         Err(ReadError::Rejected(r)) => r.code,
@@ -651,7 +642,7 @@ fn leaving_ends_responses_and_voids_undelivered_assignments_in_one_fact() {
     assert_eq!(thread_rec(&w, t).open_assignments, 1);
     assert!(w.full_turn(l).is_empty());
     assert!(w.full_turn(g).is_empty(), "g's delivery on l's assignment ended with it");
-    assert_eq!(opportunities(&w, g), vec![OpportunityId::Assignment(unrelated)]);
+    assert_eq!(w.opportunity_ids(g), vec![OpportunityId::Assignment(unrelated)]);
 }
 
 /// §6.2 (§6.2.8, §6.2.9): removal has the same effects as leaving, in the removal fact.
@@ -730,7 +721,7 @@ fn rejoining_is_a_new_membership_that_revives_nothing() {
     assert_eq!(ended_how(&response(&w, t, e1, l)), &ResponseEnd::MembershipEnded);
     assert_eq!(outcome(&asg(&w, addressed)), &AssignmentOutcome::Voided);
     assert!(w.full_turn(l).is_empty());
-    assert!(opportunities(&w, l).is_empty());
+    assert!(w.opportunity_ids(l).is_empty());
 }
 
 // --- §6.3 Entries and responses ---------------------------------------------------------------------
@@ -1243,7 +1234,7 @@ fn closing_ends_responses_and_voids_undelivered_assignments_in_one_fact() {
     for who in [g, b, c] {
         assert!(w.full_turn(who).is_empty(), "{who:?} owes nothing after closing");
     }
-    assert!(opportunities(&w, b).is_empty());
+    assert!(w.opportunity_ids(b).is_empty());
 }
 
 /// §6.5 (§6.5.5): delivered assignments keep their judgment deadlines and remain judgeable by

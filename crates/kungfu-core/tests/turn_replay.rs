@@ -94,15 +94,6 @@ fn ws(w: &World, agent: AgentId, object: ObjectRef) -> WorkingSet {
     read::working_set(&w.state, agent, object, w.now, &w.limits).expect("working set")
 }
 
-fn opportunity_ids(w: &World, agent: AgentId) -> Vec<OpportunityId> {
-    read::opportunities(&w.state, agent, None, 100, &w.limits)
-        .expect("opportunities")
-        .items
-        .iter()
-        .map(|o| o.id)
-        .collect()
-}
-
 /// The rejection of a read that must be refused.
 #[track_caller]
 fn read_rejection<T: std::fmt::Debug>(r: ReadResult<T>) -> Rejection {
@@ -302,10 +293,10 @@ fn self_assignment_shows_one_obligation_at_a_time_without_duplicates() {
     let t = w.thread_with(me, &[]);
     let asg = w.assign(me, t, me, None, None);
     assert!(turn(&w, me).is_empty());
-    assert_eq!(opportunity_ids(&w, me), [OpportunityId::Assignment(asg)]);
+    assert_eq!(w.opportunity_ids(me), [OpportunityId::Assignment(asg)]);
     w.ok(me, Action::TakeAssignment { assignment: asg });
     assert_eq!(ids(&turn(&w, me)), [ObligationId::AssignmentDelivery(asg)]);
-    assert!(opportunity_ids(&w, me).is_empty());
+    assert!(w.opportunity_ids(me).is_empty());
     w.ok(me, Action::DeliverAssignment { assignment: asg, output: Content::from("done") });
     assert_eq!(ids(&turn(&w, me)), [ObligationId::AssignmentJudgment(asg)]);
     w.ok(me, Action::AdoptAssignment { assignment: asg });
@@ -433,7 +424,7 @@ fn open_thread_or_task_creates_no_obligation_by_being_open() {
         assert!(turn(&w, agent).is_empty(), "{agent} has obligations");
         assert!(ws(&w, agent, ObjectRef::Thread(t)).obligations.is_empty());
         assert!(ws(&w, agent, ObjectRef::Task(task)).obligations.is_empty());
-        assert!(opportunity_ids(&w, agent).is_empty(), "an open Task is not an opportunity of {agent}");
+        assert!(w.opportunity_ids(agent).is_empty(), "an open Task is not an opportunity of {agent}");
     }
 }
 
@@ -457,7 +448,7 @@ fn untaken_assignment_and_restricted_task_are_opportunities_not_obligations() {
     assert_eq!(page.items.iter().map(|o| o.object).collect::<Vec<_>>(), [ObjectRef::Thread(t), ObjectRef::Task(task)]);
     assert!(page.items[0].arose_at < page.items[1].arose_at);
     // They bind no one: other agents see nothing, and nobody's turn holds them.
-    assert!(opportunity_ids(&w, other).is_empty());
+    assert!(w.opportunity_ids(other).is_empty());
     assert!(turn(&w, g).is_empty() && turn(&w, h).is_empty() && turn(&w, other).is_empty());
 }
 
@@ -478,7 +469,7 @@ fn taking_an_opportunity_moves_it_into_the_turn() {
             OpportunityId::Task(tk) => w.ok(me, Action::TakeTask { task: tk }),
         };
     }
-    assert!(opportunity_ids(&w, me).is_empty());
+    assert!(w.opportunity_ids(me).is_empty());
     let items = turn(&w, me);
     assert_eq!(items.len(), 2);
     assert_eq!(items[0].obligation, ObligationId::AssignmentDelivery(asg));
@@ -1145,7 +1136,7 @@ fn rejected_post_with_invalid_assignment_leaves_no_trace() {
     assert_eq!(r.field.as_deref(), Some("assignment.delivery_window"));
     assert_eq!(w.state.map.get(&keys::counters()).cloned(), counters_before);
     assert!(read::timeline(&w.state, g, t, None, 10, &w.limits).expect("timeline").is_empty());
-    assert!(turn(&w, s).is_empty() && opportunity_ids(&w, s).is_empty() && opportunity_ids(&w, o).is_empty());
+    assert!(turn(&w, s).is_empty() && w.opportunity_ids(s).is_empty() && w.opportunity_ids(o).is_empty());
     // The same post with a valid addressee succeeds with entry 1 and Memory 1: nothing was consumed.
     match w.ok(g, assign_action(t, "draft", s, "criteria", None)) {
         ActionResult::Posted { entry, pin, assignment: Some(_), .. } => {
@@ -1568,12 +1559,12 @@ fn exceeding_open_assignment_capacity_is_rejected_without_effect() {
     let r = refused(&mut w, g, assign_action(t, "third", s, "criteria", None));
     assert_eq!(r.code, Code::LimitExceeded);
     assert_eq!(r.next, NextStep::Revise);
-    assert_eq!(opportunity_ids(&w, s).len(), 2);
+    assert_eq!(w.opportunity_ids(s).len(), 2);
     assert!(turn(&w, s).is_empty());
     // Capacity, not a rate: ending one frees a place.
     w.ok(g, Action::VoidAssignment { assignment: a1 });
     w.ok(g, assign_action(t, "third", s, "criteria", None));
-    assert_eq!(opportunity_ids(&w, s).len(), 2);
+    assert_eq!(w.opportunity_ids(s).len(), 2);
 }
 
 /// L4 (L4.6): past the Memory capacity, a post with new content is LIMIT_EXCEEDED and creates neither the Memory nor the entry; posting an existing pin still works.

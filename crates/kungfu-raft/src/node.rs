@@ -239,6 +239,17 @@ impl RaftNode {
         self.raft.change_membership(voters, retain).await.map(|_| ()).map_err(classify)
     }
 
+    /// Asks the cluster to hand leadership to `to` (for rolling restarts). Returns once the request
+    /// is sent; watch [`RaftNode::leader`] for the outcome.
+    pub async fn transfer_leader(&self, to: NodeId) -> Result<(), WriteError> {
+        self.raft.trigger().transfer_leader(to).await.map_err(|e| WriteError::Fatal(e.to_string()))
+    }
+
+    /// Forces a snapshot now (it also runs by the `snapshot_after_logs` policy).
+    pub async fn trigger_snapshot(&self) -> Result<(), WriteError> {
+        self.raft.trigger().snapshot().await.map_err(|e| WriteError::Fatal(e.to_string()))
+    }
+
     /// The last log index applied to the state machine.
     pub fn applied_index(&self) -> Option<u64> {
         self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)

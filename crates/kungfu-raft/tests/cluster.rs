@@ -329,3 +329,21 @@ async fn a_write_cut_off_by_losing_quorum_is_indeterminate_and_its_retry_has_one
     assert_eq!(count, 1, "exactly one thread was created");
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_can_be_handed_to_a_chosen_node() {
+    let mut c = Cluster::new(3, fast()).await;
+    c.register(1).await;
+    let leader = c.leader().await;
+    let target = *c.nodes.keys().find(|id| **id != leader).expect("another node");
+    c.nodes[&leader].transfer_leader(target).await.expect("transfer");
+    let new = poll("leadership to move", || {
+        let l = c.nodes.values().map(|n| n.leader()).collect::<BTreeSet<_>>();
+        (l.len() == 1 && l.contains(&Some(target))).then_some(target)
+    })
+    .await;
+    assert_eq!(new, target);
+    // The new leader takes writes.
+    assert_eq!(c.traffic(2).await.len(), 3);
+    c.shutdown().await;
+}
