@@ -1,0 +1,44 @@
+//! The public gRPC API of Kungfu (`proto/kungfu/v1`, package `kungfu.v1`) and its one conversion
+//! boundary to the domain types of `kungfu-core` (DESIGN §2: wire types are converted once, and
+//! validation of their form happens here; the protocol's own rules stay in the core).
+//!
+//! Table of contents:
+//! - [`pb`]: the generated messages, clients and servers, and the descriptor set for reflection.
+//! - [`field_error`]: [`FieldError`], the one error of wire-to-domain conversion, naming the
+//!   request field at fault by its full path (`assignment.delivery_window_micros`, `ask.agents[2]`).
+//! - [`request`]: wire to domain. One `*_action` function per write request, returning the
+//!   validated [`IdempotencyKey`](kungfu_types::IdempotencyKey) with the [`Action`](kungfu_core::Action)
+//!   ([`KeyedAction`]), and one `*_query` function per read request. Secret-bearing writes take the
+//!   server-generated secret as an argument ([`SecretMaterial`]).
+//! - [`response`]: domain to wire. Receipts and every `ActionResult`, the write responses (with the
+//!   one-time secrets of L3 handled in one place), and every read result of `kungfu_core::read`.
+//! - [`status`]: rejections, malformed fields and failed reads as gRPC statuses with
+//!   `google.rpc.ErrorInfo`, and back, with one table of codes.
+
+pub mod field_error;
+pub mod request;
+pub mod response;
+pub mod status;
+
+pub use field_error::FieldError;
+pub use request::{KeyedAction, SecretMaterial};
+pub use response::WriteResponse;
+pub use status::{field_error_status, grpc_code, read_error_status, rejection_status, status_rejection};
+
+/// The generated code of `kungfu.v1`: messages, `*_service_client` and `*_service_server`.
+#[allow(missing_docs, clippy::all, unreachable_pub, missing_debug_implementations)]
+pub mod pb {
+    tonic::include_proto!("kungfu.v1");
+
+    /// The encoded `FileDescriptorSet` of every `kungfu.v1` file (and the well-known types they
+    /// import), for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("kungfu_descriptor");
+}
+
+/// Content prints its size only, never its bytes, so participant content cannot leak into logs as
+/// if it were structure (L6).
+impl std::fmt::Debug for pb::Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Content({} bytes)", self.body.len())
+    }
+}

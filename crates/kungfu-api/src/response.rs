@@ -1,0 +1,730 @@
+//! Domain to wire: receipts, write responses and every read result of `kungfu_core::read`, as the
+//! messages of `kungfu.v1`. Conversions here only change representation (ids to their text form,
+//! times to `int64` microseconds, content to `Content` messages); they never decide what a reader
+//! may see, which the core's reads already did (§9).
+//!
+//! Write responses carry the receipt and `replayed`. The three writes that mint a secret have their
+//! own constructors ([`register_response`], [`create_thread_response`], [`issue_grant_response`])
+//! so that the rule "a secret appears only in the first successful result" (L3) lives in one place.
+
+use crate::pb;
+use kungfu_core::model::{
+    Assignment, AssignmentOutcome, AssignmentState, Audience, Contract, ContractVersion, Eligibility, Engagement,
+    EngagementOutcome, EngagementState, Entry, Judge, Memory, MemoryState, MissingJudgment, ObligationId,
+    ObligationKind, OpportunityId, Pin, Response, ResponseEnd, ResponseState, Task, Visibility,
+};
+use kungfu_core::read::{
+    EntryView, HistoryItem, MemoryView, ObjectSummary, Opportunity, OpportunityPage, ReferencedTask, TaskView,
+    TurnItem, TurnPage, WorkingSet,
+};
+use kungfu_core::{ActionResult, GrantReceipt, Receipt};
+use kungfu_types::{AgentId, Content, NextStep, Role, Timestamp};
+use std::fmt::Display;
+
+// --- Representation helpers ------------------------------------------------------------------------
+
+/// Microseconds since the epoch as `int64`. Domain times are `u64`; a time past `i64::MAX` (year
+/// 294,247) can only be a saturated "end of time", which stays the largest representable time.
+fn micros(t: Timestamp) -> i64 {
+    i64::try_from(t.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn content(c: &Content) -> pb::Content {
+    pb::Content { body: c.as_bytes().to_vec() }
+}
+
+fn pin(p: &Pin) -> pb::MemoryPin {
+    pb::MemoryPin { memory: p.memory.to_string(), version: p.version.0 }
+}
+
+fn texts<T: Display>(ids: impl IntoIterator<Item = T>) -> Vec<String> {
+    ids.into_iter().map(|id| id.to_string()).collect()
+}
+
+fn role(r: Role) -> i32 {
+    pb::Role::from(r) as i32
+}
+
+impl From<Role> for pb::Role {
+    fn from(r: Role) -> pb::Role {
+        match r {
+            Role::Observer => pb::Role::Observer,
+            Role::Speaker => pb::Role::Speaker,
+            Role::Governor => pb::Role::Governor,
+        }
+    }
+}
+
+impl From<NextStep> for pb::NextStep {
+    fn from(n: NextStep) -> pb::NextStep {
+        match n {
+            NextStep::Respond => pb::NextStep::Respond,
+            NextStep::Deliver => pb::NextStep::Deliver,
+            NextStep::Judge => pb::NextStep::Judge,
+            NextStep::Revise => pb::NextStep::Revise,
+            NextStep::Retry => pb::NextStep::Retry,
+            NextStep::Wait => pb::NextStep::Wait,
+            NextStep::Done => pb::NextStep::Done,
+            NextStep::Stop => pb::NextStep::Stop,
+        }
+    }
+}
+
+impl From<ObligationKind> for pb::ObligationKind {
+    fn from(k: ObligationKind) -> pb::ObligationKind {
+        match k {
+            ObligationKind::Response => pb::ObligationKind::Response,
+            ObligationKind::Delivery => pb::ObligationKind::Delivery,
+            ObligationKind::Judgment => pb::ObligationKind::Judgment,
+        }
+    }
+}
+
+impl From<&ObligationId> for pb::ObligationRef {
+    fn from(o: &ObligationId) -> pb::ObligationRef {
+        use pb::obligation_ref::Kind;
+        let kind = match *o {
+            ObligationId::Response { thread, entry, responder } => Kind::Response(pb::ResponseObligation {
+                thread: thread.to_string(),
+                entry: entry.0,
+                responder: responder.to_string(),
+            }),
+            ObligationId::AssignmentDelivery(a) => Kind::AssignmentDelivery(a.to_string()),
+            ObligationId::AssignmentJudgment(a) => Kind::AssignmentJudgment(a.to_string()),
+            ObligationId::EngagementDelivery(e) => Kind::EngagementDelivery(e.to_string()),
+            ObligationId::EngagementJudgment(e) => Kind::EngagementJudgment(e.to_string()),
+        };
+        pb::ObligationRef { kind: Some(kind) }
+    }
+}
+
+impl From<&Audience> for pb::Audience {
+    fn from(a: &Audience) -> pb::Audience {
+        let kind = match a {
+            Audience::Open => pb::audience::Kind::Open(pb::OpenAudience {}),
+            Audience::Restricted(named) => {
+                pb::audience::Kind::Restricted(pb::RestrictedAudience { agents: texts(named.iter()) })
+            }
+        };
+        pb::Audience { kind: Some(kind) }
+    }
+}
+
+// --- Receipts (L3) ---------------------------------------------------------------------------------
+
+impl From<&GrantReceipt> for pb::GrantReceipt {
+    fn from(g: &GrantReceipt) -> pb::GrantReceipt {
+        pb::GrantReceipt { role: role(g.role), fingerprint: g.fingerprint.0.clone() }
+    }
+}
+
+impl From<&Receipt> for pb::Receipt {
+    fn from(r: &Receipt) -> pb::Receipt {
+        pb::Receipt {
+            kind: r.kind.as_str().to_string(),
+            at_unix_micros: micros(r.at),
+            seq: r.seq,
+            result: Some(pb::receipt::Result::from(&r.result)),
+        }
+    }
+}
+
+impl From<&ActionResult> for pb::receipt::Result {
+    fn from(r: &ActionResult) -> pb::receipt::Result {
+        use pb::receipt::Result as R;
+        let memory = |m: &kungfu_types::MemoryId| pb::MemoryResult { memory: m.to_string() };
+        let thread = |t: &kungfu_types::ThreadId| pb::ThreadResult { thread: t.to_string() };
+        let assignment = |a: &kungfu_types::AssignmentId| pb::AssignmentResult { assignment: a.to_string() };
+        let task = |t: &kungfu_types::TaskId| pb::TaskResult { task: t.to_string() };
+        let engagement = |t: &kungfu_types::TaskId, e: &kungfu_types::EngagementId| pb::EngagementResult {
+            task: t.to_string(),
+            engagement: e.to_string(),
+        };
+        let contract_version = |t: &kungfu_types::TaskId, v: &kungfu_types::Version| pb::ContractVersionRef {
+            task: t.to_string(),
+            version: v.0,
+        };
+        let memory_pin = |m: &kungfu_types::MemoryId, v: &kungfu_types::Version| pb::MemoryPin {
+            memory: m.to_string(),
+            version: v.0,
+        };
+        match r {
+            ActionResult::AgentRegistered { agent, key_fingerprint } => R::AgentRegistered(pb::AgentRegistered {
+                agent: agent.to_string(),
+                key_fingerprint: key_fingerprint.0.clone(),
+            }),
+            ActionResult::AgentDeactivated { agent, memberships_ended, threads_closed } => {
+                R::AgentDeactivated(pb::AgentDeactivated {
+                    agent: agent.to_string(),
+                    memberships_ended: texts(memberships_ended),
+                    threads_closed: texts(threads_closed),
+                })
+            }
+            ActionResult::MemoryCreated { memory, version } => R::MemoryCreated(memory_pin(memory, version)),
+            ActionResult::MemoryUpdated { memory, version } => R::MemoryUpdated(memory_pin(memory, version)),
+            ActionResult::MemoryPublished { memory: m } => R::MemoryPublished(memory(m)),
+            ActionResult::MemoryUnpublished { memory: m } => R::MemoryUnpublished(memory(m)),
+            ActionResult::MemoryWithdrawn { memory: m } => R::MemoryWithdrawn(memory(m)),
+            ActionResult::ThreadCreated { thread, grant } => R::ThreadCreated(pb::ThreadCreated {
+                thread: thread.to_string(),
+                grant: grant.as_ref().map(pb::GrantReceipt::from),
+            }),
+            ActionResult::GrantIssued { thread, grant, voided_previous } => R::GrantIssued(pb::GrantIssued {
+                thread: thread.to_string(),
+                grant: Some(pb::GrantReceipt::from(grant)),
+                voided_previous: *voided_previous,
+            }),
+            ActionResult::GrantVoided { thread: t } => R::GrantVoided(thread(t)),
+            ActionResult::Joined { thread, agent, role: r, joined_at, existing } => R::Joined(pb::Joined {
+                thread: thread.to_string(),
+                agent: agent.to_string(),
+                role: role(*r),
+                joined_at_unix_micros: micros(*joined_at),
+                existing: *existing,
+            }),
+            ActionResult::Left { thread: t } => R::Left(thread(t)),
+            ActionResult::Removed { thread, member } => {
+                R::Removed(pb::MemberRemoved { thread: thread.to_string(), member: member.to_string() })
+            }
+            ActionResult::RoleChanged { thread, member, from, to } => R::RoleChanged(pb::RoleChanged {
+                thread: thread.to_string(),
+                member: member.to_string(),
+                from: role(*from),
+                to: role(*to),
+            }),
+            ActionResult::Posted { thread, entry, pin: p, responders, ended_own_response, assignment } => {
+                R::Posted(pb::Posted {
+                    thread: thread.to_string(),
+                    entry: entry.0,
+                    pin: Some(pin(p)),
+                    responders: texts(responders),
+                    ended_own_response: *ended_own_response,
+                    assignment: assignment.map(|a| a.to_string()),
+                })
+            }
+            ActionResult::Handled { thread, entry } => {
+                R::Handled(pb::EntryResult { thread: thread.to_string(), entry: entry.0 })
+            }
+            ActionResult::Retracted { thread, entry, responses_ended } => R::Retracted(pb::Retracted {
+                thread: thread.to_string(),
+                entry: entry.0,
+                responses_ended: *responses_ended,
+            }),
+            ActionResult::ThreadClosed { thread: t } => R::ThreadClosed(thread(t)),
+            ActionResult::AssignmentTaken { assignment, delivery_due } => R::AssignmentTaken(pb::AssignmentTaken {
+                assignment: assignment.to_string(),
+                delivery_due_unix_micros: micros(*delivery_due),
+            }),
+            ActionResult::AssignmentDelivered { assignment, judgment_due } => {
+                R::AssignmentDelivered(pb::AssignmentDelivered {
+                    assignment: assignment.to_string(),
+                    judgment_due_unix_micros: micros(*judgment_due),
+                })
+            }
+            ActionResult::AssignmentAdopted { assignment: a } => R::AssignmentAdopted(assignment(a)),
+            ActionResult::AssignmentRejected { assignment: a } => R::AssignmentRejected(assignment(a)),
+            ActionResult::AssignmentDropped { assignment: a } => R::AssignmentDropped(assignment(a)),
+            ActionResult::AssignmentVoided { assignment: a } => R::AssignmentVoided(assignment(a)),
+            ActionResult::TaskCreated { task, version } => R::TaskCreated(contract_version(task, version)),
+            ActionResult::ContractRevised { task, version } => R::ContractRevised(contract_version(task, version)),
+            ActionResult::TaskPaused { task: t } => R::TaskPaused(task(t)),
+            ActionResult::TaskResumed { task: t } => R::TaskResumed(task(t)),
+            ActionResult::Engaged { task, engagement, contract_version, delivery_due, existing } => {
+                R::Engaged(pb::Engaged {
+                    task: task.to_string(),
+                    engagement: engagement.to_string(),
+                    contract_version: contract_version.0,
+                    delivery_due_unix_micros: micros(*delivery_due),
+                    existing: *existing,
+                })
+            }
+            ActionResult::EngagementDelivered { task, engagement, judgment_due } => {
+                R::EngagementDelivered(pb::EngagementDelivered {
+                    task: task.to_string(),
+                    engagement: engagement.to_string(),
+                    judgment_due_unix_micros: micros(*judgment_due),
+                })
+            }
+            ActionResult::EngagementAdopted { task: t, engagement: e } => R::EngagementAdopted(engagement(t, e)),
+            ActionResult::EngagementRejected { task: t, engagement: e } => R::EngagementRejected(engagement(t, e)),
+            ActionResult::EngagementDropped { task: t, engagement: e } => R::EngagementDropped(engagement(t, e)),
+            ActionResult::Expired { ended } => {
+                R::Expired(pb::Expired { ended: ended.iter().map(pb::ObligationRef::from).collect() })
+            }
+        }
+    }
+}
+
+/// A write response built from the receipt of the first success (or its replay). For the three
+/// secret-bearing writes prefer [`register_response`], [`create_thread_response`] and
+/// [`issue_grant_response`], which also place the one-time secret.
+pub trait WriteResponse: Sized {
+    fn from_receipt(receipt: &Receipt, replayed: bool) -> Self;
+}
+
+macro_rules! write_responses {
+    ($($response:ident),* $(,)?) => {
+        $(
+            impl WriteResponse for pb::$response {
+                fn from_receipt(receipt: &Receipt, replayed: bool) -> Self {
+                    pb::$response { receipt: Some(pb::Receipt::from(receipt)), replayed, ..Default::default() }
+                }
+            }
+        )*
+    };
+}
+
+write_responses!(
+    RegisterResponse,
+    DeactivateAgentResponse,
+    CreateMemoryResponse,
+    UpdateMemoryResponse,
+    PublishMemoryResponse,
+    UnpublishMemoryResponse,
+    WithdrawMemoryResponse,
+    CreateThreadResponse,
+    IssueGrantResponse,
+    VoidGrantResponse,
+    JoinResponse,
+    LeaveResponse,
+    RemoveMemberResponse,
+    ChangeRoleResponse,
+    PostResponse,
+    HandleResponse,
+    RetractResponse,
+    CloseThreadResponse,
+    TakeAssignmentResponse,
+    DeliverAssignmentResponse,
+    AdoptAssignmentResponse,
+    RejectAssignmentResponse,
+    DropAssignmentResponse,
+    VoidAssignmentResponse,
+    CreateTaskResponse,
+    ReviseContractResponse,
+    PauseTaskResponse,
+    ResumeTaskResponse,
+    TakeTaskResponse,
+    DeliverTaskResponse,
+    DropEngagementResponse,
+    AdoptEngagementResponse,
+    RejectEngagementResponse,
+);
+
+/// L3, §12: the new agent's key goes out with the first success only. A replay returns the stored
+/// receipt without it; the key generated for the replayed attempt was never stored and is dropped.
+pub fn register_response(receipt: &Receipt, replayed: bool, agent_key: &str) -> pb::RegisterResponse {
+    let mut response = pb::RegisterResponse::from_receipt(receipt, replayed);
+    if !replayed {
+        response.agent_key = agent_key.to_string();
+    }
+    response
+}
+
+/// L3, §6.1: the grant's secret goes out with the first success only, and only when the thread was
+/// created with a grant.
+pub fn create_thread_response(receipt: &Receipt, replayed: bool, grant_secret: &str) -> pb::CreateThreadResponse {
+    let mut response = pb::CreateThreadResponse::from_receipt(receipt, replayed);
+    if !replayed && matches!(receipt.result, ActionResult::ThreadCreated { grant: Some(_), .. }) {
+        response.grant_secret = grant_secret.to_string();
+    }
+    response
+}
+
+/// L3, §6.1: the grant's secret goes out with the first success only.
+pub fn issue_grant_response(receipt: &Receipt, replayed: bool, grant_secret: &str) -> pb::IssueGrantResponse {
+    let mut response = pb::IssueGrantResponse::from_receipt(receipt, replayed);
+    if !replayed && matches!(receipt.result, ActionResult::GrantIssued { .. }) {
+        response.grant_secret = grant_secret.to_string();
+    }
+    response
+}
+
+// --- §5 Memory -------------------------------------------------------------------------------------
+
+impl From<&Memory> for pb::Memory {
+    fn from(m: &Memory) -> pb::Memory {
+        pb::Memory {
+            id: m.id.to_string(),
+            author: m.author.to_string(),
+            created_at_unix_micros: micros(m.created_at),
+            current_version: m.current.0,
+            public: m.visibility == Visibility::Public,
+            withdrawn_at_unix_micros: match m.state {
+                MemoryState::Valid => None,
+                MemoryState::Withdrawn { at } => Some(micros(at)),
+            },
+        }
+    }
+}
+
+impl From<&MemoryView> for pb::MemoryView {
+    fn from(v: &MemoryView) -> pb::MemoryView {
+        pb::MemoryView {
+            memory: Some(pb::Memory::from(&v.memory)),
+            version: v.version.0,
+            version_created_at_unix_micros: micros(v.created_at),
+            content: Some(content(&v.content)),
+        }
+    }
+}
+
+// --- §6.3 Entries and responses --------------------------------------------------------------------
+
+impl From<&Entry> for pb::Entry {
+    fn from(e: &Entry) -> pb::Entry {
+        pb::Entry {
+            thread: e.thread.to_string(),
+            seq: e.seq.0,
+            author: e.author.to_string(),
+            posted_at_unix_micros: micros(e.posted_at),
+            pin: Some(pin(&e.pin)),
+            reply_to: e.reply_to.map(|s| s.0),
+            ask: e.ask.as_ref().map(|ask| pb::Ask { agents: texts(ask) }),
+            responders: texts(&e.responders),
+            task_ref: e.task_ref.map(|t| t.to_string()),
+            assignment: e.assignment.map(|a| a.to_string()),
+        }
+    }
+}
+
+impl From<&EntryView> for pb::EntryView {
+    fn from(v: &EntryView) -> pb::EntryView {
+        pb::EntryView { entry: Some(pb::Entry::from(&v.entry)), content: v.content.as_ref().map(content) }
+    }
+}
+
+/// A page of `read::timeline`.
+pub fn timeline_response(entries: &[Entry]) -> pb::TimelineResponse {
+    pb::TimelineResponse { entries: entries.iter().map(pb::Entry::from).collect() }
+}
+
+impl From<&Response> for pb::OwedResponse {
+    fn from(r: &Response) -> pb::OwedResponse {
+        use pb::response_ending::How;
+        let ending = match &r.state {
+            ResponseState::Pending => None,
+            ResponseState::Ended { at, how } => Some(pb::ResponseEnding {
+                ended_at_unix_micros: micros(*at),
+                how: Some(match how {
+                    ResponseEnd::Replied { by_entry } => How::RepliedByEntry(by_entry.0),
+                    ResponseEnd::Handled { note } => {
+                        How::Handled(pb::HandledEnding { note: note.as_ref().map(content) })
+                    }
+                    ResponseEnd::Retracted => How::Retracted(()),
+                    ResponseEnd::MembershipEnded => How::MembershipEnded(()),
+                    ResponseEnd::Demoted => How::Demoted(()),
+                    ResponseEnd::ThreadClosed => How::ThreadClosed(()),
+                }),
+            }),
+        };
+        pb::OwedResponse {
+            thread: r.thread.to_string(),
+            entry: r.entry.0,
+            responder: r.responder.to_string(),
+            arose_at_unix_micros: micros(r.arose_at),
+            ending,
+        }
+    }
+}
+
+// --- §6.4 Assignments ------------------------------------------------------------------------------
+
+impl From<&Assignment> for pb::Assignment {
+    fn from(a: &Assignment) -> pb::Assignment {
+        use pb::assignment::State;
+        let state = match &a.state {
+            AssignmentState::Open => State::Open(()),
+            AssignmentState::Taken { at, delivery_due } => State::Taken(pb::AssignmentTakenState {
+                taken_at_unix_micros: micros(*at),
+                delivery_due_unix_micros: micros(*delivery_due),
+            }),
+            AssignmentState::Delivered { taken_at, at, judgment_due, output } => {
+                State::Delivered(pb::AssignmentDeliveredState {
+                    taken_at_unix_micros: micros(*taken_at),
+                    delivered_at_unix_micros: micros(*at),
+                    judgment_due_unix_micros: micros(*judgment_due),
+                    output: Some(content(output)),
+                })
+            }
+            AssignmentState::Ended { at, outcome, delivered } => {
+                let (outcome, reason) = match outcome {
+                    AssignmentOutcome::Adopted => (pb::AssignmentOutcome::Adopted, None),
+                    AssignmentOutcome::Rejected { reason } => (pb::AssignmentOutcome::Rejected, Some(content(reason))),
+                    AssignmentOutcome::Undecided => (pb::AssignmentOutcome::Undecided, None),
+                    AssignmentOutcome::Dropped => (pb::AssignmentOutcome::Dropped, None),
+                    AssignmentOutcome::TimedOut => (pb::AssignmentOutcome::TimedOut, None),
+                    AssignmentOutcome::Voided => (pb::AssignmentOutcome::Voided, None),
+                };
+                State::Ended(pb::AssignmentEndedState {
+                    ended_at_unix_micros: micros(*at),
+                    outcome: outcome as i32,
+                    rejection_reason: reason,
+                    delivered: delivered.as_ref().map(content),
+                })
+            }
+        };
+        pb::Assignment {
+            id: a.id.to_string(),
+            thread: a.thread.to_string(),
+            entry: a.entry.0,
+            creator: a.creator.to_string(),
+            addressee: a.addressee.to_string(),
+            created_at_unix_micros: micros(a.created_at),
+            criteria: Some(content(&a.spec.criteria)),
+            output_structure: a.spec.output_structure.as_ref().map(content),
+            delivery_window_micros: a.spec.delivery_window.0,
+            judgment_window_micros: a.spec.judgment_window.0,
+            judge_forfeited: a.judge_forfeited,
+            state: Some(state),
+        }
+    }
+}
+
+// --- §7 Task ---------------------------------------------------------------------------------------
+
+impl From<MissingJudgment> for pb::MissingJudgment {
+    fn from(m: MissingJudgment) -> pb::MissingJudgment {
+        match m {
+            MissingJudgment::Adopted => pb::MissingJudgment::Adopted,
+            MissingJudgment::Undecided => pb::MissingJudgment::Undecided,
+        }
+    }
+}
+
+impl From<&Eligibility> for pb::Eligibility {
+    fn from(e: &Eligibility) -> pb::Eligibility {
+        pb::Eligibility { registered_before_unix_micros: e.registered_before.map(micros), excluded: texts(&e.excluded) }
+    }
+}
+
+fn judge(j: Judge) -> Option<String> {
+    match j {
+        Judge::Author => None,
+        Judge::Agent(a) => Some(a.to_string()),
+    }
+}
+
+impl From<&Contract> for pb::Contract {
+    fn from(c: &Contract) -> pb::Contract {
+        pb::Contract {
+            requirements: Some(content(&c.requirements)),
+            output_structure: c.output_structure.as_ref().map(content),
+            inputs: c.inputs.iter().map(pin).collect(),
+            references: c.references.as_ref().map(content),
+            delivery_window_micros: c.delivery_window.0,
+            judgment_window_micros: c.judgment_window.0,
+            on_missing_judgment: pb::MissingJudgment::from(c.on_missing_judgment) as i32,
+            acceptance: Some(content(&c.acceptance)),
+            judge: judge(c.judge),
+            eligibility: Some(pb::Eligibility::from(&c.eligibility)),
+            max_adoptions: c.max_adoptions,
+        }
+    }
+}
+
+impl From<&ContractVersion> for pb::ContractVersion {
+    fn from(cv: &ContractVersion) -> pb::ContractVersion {
+        pb::ContractVersion {
+            task: cv.task.to_string(),
+            version: cv.version.0,
+            created_at_unix_micros: micros(cv.created_at),
+            contract: Some(pb::Contract::from(&cv.contract)),
+        }
+    }
+}
+
+impl From<&Task> for pb::Task {
+    fn from(t: &Task) -> pb::Task {
+        pb::Task {
+            id: t.id.to_string(),
+            author: t.author.to_string(),
+            created_at_unix_micros: micros(t.created_at),
+            audience: Some(pb::Audience::from(&t.audience)),
+            current_version: t.current.0,
+            paused: t.paused,
+            adopted: t.adopted,
+            open_engagements: t.open_engagements,
+        }
+    }
+}
+
+impl From<&TaskView> for pb::TaskView {
+    fn from(v: &TaskView) -> pb::TaskView {
+        pb::TaskView { task: Some(pb::Task::from(&v.task)), contract: Some(pb::ContractVersion::from(&v.contract)) }
+    }
+}
+
+impl From<&ReferencedTask> for pb::ReferencedTask {
+    fn from(r: &ReferencedTask) -> pb::ReferencedTask {
+        pb::ReferencedTask {
+            task: r.task.to_string(),
+            author: r.author.to_string(),
+            paused: r.paused,
+            contract: Some(pb::ContractVersion::from(&r.contract)),
+        }
+    }
+}
+
+impl From<&Engagement> for pb::Engagement {
+    fn from(e: &Engagement) -> pb::Engagement {
+        use pb::engagement::State;
+        let state = match &e.state {
+            EngagementState::Open { delivery_due } => {
+                State::Open(pb::EngagementOpenState { delivery_due_unix_micros: micros(*delivery_due) })
+            }
+            EngagementState::Delivered { at, judgment_due, output } => State::Delivered(pb::EngagementDeliveredState {
+                delivered_at_unix_micros: micros(*at),
+                judgment_due_unix_micros: micros(*judgment_due),
+                output: Some(content(output)),
+            }),
+            EngagementState::Ended { at, outcome, delivered } => {
+                let (outcome, reason) = match outcome {
+                    EngagementOutcome::Adopted => (pb::EngagementOutcome::Adopted, None),
+                    EngagementOutcome::Rejected { reason } => (pb::EngagementOutcome::Rejected, Some(content(reason))),
+                    EngagementOutcome::Undecided => (pb::EngagementOutcome::Undecided, None),
+                    EngagementOutcome::Dropped => (pb::EngagementOutcome::Dropped, None),
+                    EngagementOutcome::TimedOut => (pb::EngagementOutcome::TimedOut, None),
+                };
+                State::Ended(pb::EngagementEndedState {
+                    ended_at_unix_micros: micros(*at),
+                    outcome: outcome as i32,
+                    rejection_reason: reason,
+                    delivered: delivered.as_ref().map(content),
+                })
+            }
+        };
+        pb::Engagement {
+            id: e.id.to_string(),
+            task: e.task.to_string(),
+            agent: e.agent.to_string(),
+            contract_version: e.contract_version.0,
+            inputs: e.inputs.iter().map(pin).collect(),
+            judge: e.judge.to_string(),
+            on_missing_judgment: pb::MissingJudgment::from(e.on_missing_judgment) as i32,
+            judgment_window_micros: e.judgment_window.0,
+            taken_at_unix_micros: micros(e.taken_at),
+            state: Some(state),
+        }
+    }
+}
+
+// --- §8 Turn, opportunities, working sets ----------------------------------------------------------
+
+impl From<&TurnItem> for pb::TurnItem {
+    fn from(t: &TurnItem) -> pb::TurnItem {
+        pb::TurnItem {
+            obligation: Some(pb::ObligationRef::from(&t.obligation)),
+            kind: pb::ObligationKind::from(t.kind) as i32,
+            object: t.object.to_string(),
+            arose_at_unix_micros: micros(t.arose_at),
+            due_at_unix_micros: t.due_at.map(micros),
+            next: pb::NextStep::from(t.next) as i32,
+        }
+    }
+}
+
+impl From<&TurnPage> for pb::TurnPage {
+    fn from(p: &TurnPage) -> pb::TurnPage {
+        pb::TurnPage {
+            items: p.items.iter().map(pb::TurnItem::from).collect(),
+            next_cursor: p.next_cursor.as_ref().map(|c| c.to_hex()).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&Opportunity> for pb::Opportunity {
+    fn from(o: &Opportunity) -> pb::Opportunity {
+        use pb::opportunity::Kind;
+        pb::Opportunity {
+            kind: Some(match o.id {
+                OpportunityId::Assignment(a) => Kind::Assignment(a.to_string()),
+                OpportunityId::Task(t) => Kind::Task(t.to_string()),
+            }),
+            object: o.object.to_string(),
+            arose_at_unix_micros: micros(o.arose_at),
+        }
+    }
+}
+
+impl From<&OpportunityPage> for pb::OpportunityPage {
+    fn from(p: &OpportunityPage) -> pb::OpportunityPage {
+        pb::OpportunityPage {
+            items: p.items.iter().map(pb::Opportunity::from).collect(),
+            next_cursor: p.next_cursor.as_ref().map(|c| c.to_hex()).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&HistoryItem> for pb::HistoryItem {
+    fn from(h: &HistoryItem) -> pb::HistoryItem {
+        pb::HistoryItem {
+            seq: h.seq,
+            idx: h.idx,
+            at_unix_micros: micros(h.at),
+            actor: h.actor.map(|a: AgentId| a.to_string()),
+            fact: h.fact.clone(),
+        }
+    }
+}
+
+impl From<&ObjectSummary> for pb::working_set::Summary {
+    fn from(s: &ObjectSummary) -> pb::working_set::Summary {
+        use pb::working_set::Summary;
+        match s {
+            ObjectSummary::Agent { id, active, open_threads } => {
+                Summary::Agent(pb::AgentSummary { id: id.to_string(), active: *active, open_threads: *open_threads })
+            }
+            ObjectSummary::Memory { id, author, current, public, withdrawn } => Summary::Memory(pb::MemorySummary {
+                id: id.to_string(),
+                author: author.to_string(),
+                current_version: current.0,
+                public: *public,
+                withdrawn: *withdrawn,
+            }),
+            ObjectSummary::Thread { id, open, members, last_entry, open_assignments, grant } => {
+                Summary::Thread(pb::ThreadSummary {
+                    id: id.to_string(),
+                    open: *open,
+                    members: members.iter().map(|(a, r)| pb::Member { agent: a.to_string(), role: role(*r) }).collect(),
+                    last_entry: *last_entry,
+                    open_assignments: *open_assignments,
+                    grant: grant
+                        .as_ref()
+                        .map(|(r, fingerprint)| pb::LiveGrant { role: role(*r), fingerprint: fingerprint.clone() }),
+                })
+            }
+            ObjectSummary::Task {
+                id,
+                author,
+                restricted,
+                current,
+                paused,
+                adopted,
+                open_engagements,
+                max_adoptions,
+            } => Summary::Task(pb::TaskSummary {
+                id: id.to_string(),
+                author: author.to_string(),
+                restricted: *restricted,
+                current_version: current.0,
+                paused: *paused,
+                adopted: *adopted,
+                open_engagements: *open_engagements,
+                max_adoptions: *max_adoptions,
+            }),
+        }
+    }
+}
+
+impl From<&WorkingSet> for pb::WorkingSet {
+    fn from(w: &WorkingSet) -> pb::WorkingSet {
+        pb::WorkingSet {
+            object: w.object.to_string(),
+            summary: Some(pb::working_set::Summary::from(&w.summary)),
+            role: w.role.map_or(pb::Role::Unspecified as i32, role),
+            history: w.history.iter().map(pb::HistoryItem::from).collect(),
+            obligations: w.obligations.iter().map(pb::TurnItem::from).collect(),
+            available_actions: w.available.iter().map(|k| k.as_str().to_string()).collect(),
+        }
+    }
+}

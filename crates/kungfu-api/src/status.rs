@@ -1,0 +1,188 @@
+//! Rejections on gRPC (DESIGN §6): a [`Rejection`] becomes a `tonic::Status` whose code comes from
+//! one table ([`grpc_code`]) and whose details carry the full rejection as `google.rpc.ErrorInfo`
+//! (domain `kungfu`, reason the stable code string, metadata `next_step`, `definite`, and when set
+//! `field` and `retry_after_micros`), plus a `google.rpc.BadRequest` field violation when a field
+//! is at fault and a `google.rpc.RetryInfo` when a wait is asked for, for generic gRPC clients.
+//! [`status_rejection`] is the inverse, for clients.
+//!
+//! Field paths leave the server in wire terms: the few places where the core names a field
+//! differently from the proto (`assignment.delivery_window` is `assignment.delivery_window_micros`
+//! on the wire, `ask[2]` is `ask.agents[2]`) are translated here, in [`wire_field_path`].
+
+use crate::field_error::FieldError;
+use kungfu_core::read::ReadError;
+use kungfu_types::{Code, Micros, NextStep, Rejection};
+use std::collections::HashMap;
+use std::time::Duration;
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The `ErrorInfo.domain` of every Kungfu rejection.
+pub const ERROR_DOMAIN: &str = "kungfu";
+
+/// `ErrorInfo.metadata` keys.
+pub const META_NEXT_STEP: &str = "next_step";
+pub const META_DEFINITE: &str = "definite";
+pub const META_FIELD: &str = "field";
+pub const META_RETRY_AFTER_MICROS: &str = "retry_after_micros";
+
+/// The gRPC code of each rejection code: the one table. The exhaustive match makes a new code a
+/// compile error here until it is placed.
+///
+/// The rule of thumb follows gRPC's own guidance: `InvalidArgument` for requests wrong whatever
+/// the state; `PermissionDenied` when the caller lacks the standing for the action;
+/// `FailedPrecondition` when the state of the object does not allow it (do not retry until it
+/// changes); `ResourceExhausted` for capacity and rate limits; `Unavailable` only for the one
+/// indefinite outcome, which is safe to retry with the same idempotency key. `DEADLINE_PASSED` is
+/// a protocol deadline that won (L4), not an RPC timeout, so it is `FailedPrecondition` and never
+/// `DeadlineExceeded` (which would tell clients the outcome is unknown).
+pub fn grpc_code(code: Code) -> tonic::Code {
+    use tonic::Code as G;
+    match code {
+        Code::InvalidArgument => G::InvalidArgument,
+        Code::Unauthenticated => G::Unauthenticated,
+        Code::NotFound => G::NotFound,
+        Code::AgentInactive
+        | Code::NotGovernor
+        | Code::CannotSpeak
+        | Code::NotAuthor
+        | Code::NotAddressee
+        | Code::NotTaker
+        | Code::NotCreator
+        | Code::NotRequester
+        | Code::JudgmentForfeited
+        | Code::OwnTask
+        | Code::NotEligible
+        | Code::NotEntitled
+        | Code::GrantInvalid => G::PermissionDenied,
+        Code::InvalidTarget
+        | Code::ThreadClosed
+        | Code::SoleGovernor
+        | Code::MemoryWithdrawn
+        | Code::InvalidState
+        | Code::NoEffect
+        | Code::NoPendingResponse
+        | Code::TaskPaused
+        | Code::DeadlinePassed
+        | Code::AdoptionLimitReached => G::FailedPrecondition,
+        Code::IdempotencyKeyReused => G::AlreadyExists,
+        Code::LimitExceeded | Code::RateLimited => G::ResourceExhausted,
+        Code::Unavailable => G::Unavailable,
+    }
+}
+
+/// The wire path of a field the core names. Core paths that already are wire paths pass through.
+pub fn wire_field_path(field: &str) -> String {
+    const RENAMED: &[(&str, &str)] = &[
+        ("assignment.delivery_window", "assignment.delivery_window_micros"),
+        ("assignment.judgment_window", "assignment.judgment_window_micros"),
+        ("contract.delivery_window", "contract.delivery_window_micros"),
+        ("contract.judgment_window", "contract.judgment_window_micros"),
+        ("ask", "ask.agents"),
+        ("audience", "audience.restricted.agents"),
+    ];
+    for (core, wire) in RENAMED {
+        if let Some(rest) = field.strip_prefix(core) {
+            // Only the whole field or one of its elements: `ask` and `ask[2]` are renamed, while
+            // `ask.agents[2]` (already a wire path) and `asked` are not.
+            if rest.is_empty() || rest.starts_with('[') {
+                return format!("{wire}{rest}");
+            }
+        }
+    }
+    field.to_string()
+}
+
+/// A rejection as a gRPC status, with field paths in wire terms.
+pub fn rejection_status(r: &Rejection) -> tonic::Status {
+    let Some(core_field) = r.field.as_deref() else {
+        return status(r, None, &r.message);
+    };
+    let field = wire_field_path(core_field);
+    // `Rejection::field` writes messages as "<field>: <why>"; keep the message naming the wire field.
+    let message = match r.message.strip_prefix(core_field).and_then(|m| m.strip_prefix(": ")) {
+        Some(why) => format!("{field}: {why}"),
+        None => r.message.clone(),
+    };
+    status(r, Some(&field), &message)
+}
+
+/// A malformed request field as a gRPC status: `INVALID_ARGUMENT` naming the field. Its path is
+/// already a wire path, so no translation applies.
+pub fn field_error_status(e: &FieldError) -> tonic::Status {
+    let r = e.to_rejection();
+    status(&r, Some(&e.field), &r.message)
+}
+
+impl From<FieldError> for tonic::Status {
+    fn from(e: FieldError) -> tonic::Status {
+        field_error_status(&e)
+    }
+}
+
+/// A refused or failed read as a gRPC status. A refusal is a rejection like any other. A state the
+/// node cannot read is `UNAVAILABLE` with a fixed message: storage details (keys, corruption) never
+/// reach a client, and the server logs them where it handles the error. Reads have no effect, so
+/// retrying, possibly on another node, is always safe.
+pub fn read_error_status(e: &ReadError) -> tonic::Status {
+    match e {
+        ReadError::Rejected(r) => rejection_status(r),
+        ReadError::State(_) => rejection_status(&Rejection::new(
+            Code::Unavailable,
+            "this node cannot read its state now; retry, possibly on another node",
+        )),
+    }
+}
+
+fn status(r: &Rejection, field: Option<&str>, message: &str) -> tonic::Status {
+    let mut metadata = HashMap::new();
+    metadata.insert(META_NEXT_STEP.to_string(), r.next.as_str().to_string());
+    metadata.insert(META_DEFINITE.to_string(), r.definite.to_string());
+    if let Some(f) = field {
+        metadata.insert(META_FIELD.to_string(), f.to_string());
+    }
+    if let Some(after) = r.retry_after {
+        metadata.insert(META_RETRY_AFTER_MICROS.to_string(), after.0.to_string());
+    }
+    let mut details = ErrorDetails::with_error_info(r.code.as_str(), ERROR_DOMAIN, metadata);
+    if let Some(f) = field {
+        details.add_bad_request_violation(f, message);
+    }
+    if let Some(after) = r.retry_after {
+        details.set_retry_info(Some(Duration::from_micros(after.0)));
+    }
+    tonic::Status::with_error_details(grpc_code(r.code), message, details)
+}
+
+/// The rejection a status carries, for clients. None when the status is not a Kungfu rejection (a
+/// transport error, a proxy's status, a malformed detail): the caller then has only the gRPC code,
+/// and for an action the outcome is unknown, so it retries with the same idempotency key.
+///
+/// Metadata a server omitted falls back to the code's defaults (its next step; definite unless
+/// `UNAVAILABLE`).
+pub fn status_rejection(s: &tonic::Status) -> Option<Rejection> {
+    let details = s.check_error_details().ok()?;
+    let info = details.error_info()?;
+    if info.domain != ERROR_DOMAIN {
+        return None;
+    }
+    let code = Code::parse(&info.reason)?;
+    let meta = |key: &str| info.metadata.get(key).map(String::as_str);
+    let next = meta(META_NEXT_STEP).and_then(parse_next_step).unwrap_or_else(|| code.next_step());
+    let definite = match meta(META_DEFINITE) {
+        Some("true") => true,
+        Some("false") => false,
+        _ => code != Code::Unavailable,
+    };
+    Some(Rejection {
+        code,
+        message: s.message().to_string(),
+        field: meta(META_FIELD).map(str::to_string),
+        next,
+        retry_after: meta(META_RETRY_AFTER_MICROS).and_then(|v| v.parse().ok()).map(Micros),
+        definite,
+    })
+}
+
+fn parse_next_step(s: &str) -> Option<NextStep> {
+    NextStep::ALL.into_iter().find(|n| n.as_str() == s)
+}
