@@ -66,6 +66,7 @@ pub fn grpc_code(code: Code) -> tonic::Code {
         | Code::AdoptionLimitReached => G::FailedPrecondition,
         Code::IdempotencyKeyReused => G::AlreadyExists,
         Code::LimitExceeded | Code::RateLimited => G::ResourceExhausted,
+        Code::NotLeader => G::Unavailable,
         Code::Unavailable => G::Unavailable,
     }
 }

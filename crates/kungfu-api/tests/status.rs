@@ -44,6 +44,7 @@ fn expected_grpc(code: Code) -> tonic::Code {
         Code::IdempotencyKeyReused => G::AlreadyExists,
         Code::LimitExceeded => G::ResourceExhausted,
         Code::RateLimited => G::ResourceExhausted,
+        Code::NotLeader => G::Unavailable,
         Code::Unavailable => G::Unavailable,
     }
 }
@@ -56,7 +57,7 @@ fn over_the_wire(status: tonic::Status) -> tonic::Status {
 
 #[test]
 fn every_code_maps_to_its_grpc_code() {
-    assert_eq!(Code::ALL.len(), 30, "a new code needs a row in expected_grpc");
+    assert_eq!(Code::ALL.len(), 31, "a new code needs a row in expected_grpc");
     for code in Code::ALL {
         assert_eq!(grpc_code(*code), expected_grpc(*code), "{code}");
         let status = rejection_status(&Rejection::new(*code, "why"));

@@ -180,6 +180,11 @@ pub fn due(due_at: Timestamp, id: ObligationId) -> Key {
 pub fn due_all() -> Key {
     K::new(Family::Indexes, 3).done()
 }
+/// The due time encoded in a key of [`due`].
+pub fn due_time_of(key: &[u8]) -> Option<Timestamp> {
+    let bytes: [u8; 8] = key.get(2..10)?.try_into().ok()?;
+    Some(Timestamp(u64::from_be_bytes(bytes)))
+}
 /// The due index of one object, so an action settles its own object's deadlines first (L4).
 pub fn object_due(object: ObjectRef, due_at: Timestamp, id: ObligationId) -> Key {
     K::new(Family::Indexes, 4).object(object).u64(due_at.0).obligation(id).done()

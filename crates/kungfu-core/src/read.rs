@@ -688,8 +688,29 @@ fn push_once(v: &mut Vec<ActionKind>, k: ActionKind) {
     }
 }
 
-/// Every obligation due at or before `until`, in due order: what the leader arms timers for
-/// (DESIGN §4). Bounded by `limit`; continue after the last key returned.
+/// One entry of the due index: an obligation and the time its deadline passes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DueItem {
+    pub due_at: Timestamp,
+    pub obligation: ObligationId,
+}
+
+/// The first `limit` entries of the due index, earliest first: what the leader arms its deadline
+/// timers from (DESIGN §4).
+pub fn due_items(state: &dyn StateRead, limit: usize) -> Result<Vec<DueItem>, StateError> {
+    let mut out = Vec::new();
+    for (k, r) in state.scan(&keys::due_all(), None, limit)? {
+        let Record::Ref(IndexRef::Obligation(obligation)) = r else {
+            return Err(StateError::corrupt(&k, "due index entry is not an obligation"));
+        };
+        let due_at = keys::due_time_of(&k).ok_or_else(|| StateError::corrupt(&k, "due index key too short"))?;
+        out.push(DueItem { due_at, obligation });
+    }
+    Ok(out)
+}
+
+/// Every obligation in the due index, in due order, with its object.
+/// Bounded by `limit`; continue after the last key returned.
 pub fn due_obligations(
     state: &dyn StateRead,
     after: Option<&[u8]>,

@@ -86,7 +86,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
-        Connection { target, net: self.clone(), addr: node.addr.clone() }
+        Connection { target, net: self.clone(), addr: node.raft.clone() }
     }
 }
 

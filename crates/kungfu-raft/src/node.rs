@@ -27,6 +27,8 @@ pub struct NodeConfig {
     pub listen: SocketAddr,
     /// How other nodes reach this one; defaults to the bound address.
     pub advertise: Option<String>,
+    /// Where this node serves the public API, published in the membership (empty for none).
+    pub api_advertise: String,
     pub open_mode: OpenMode,
     pub raft: RaftTuning,
     pub net: NetConfig,
@@ -76,6 +78,7 @@ impl NodeConfig {
             data_dir: data_dir.into(),
             listen,
             advertise: None,
+            api_advertise: String::new(),
             open_mode: OpenMode::CreateIfEmpty,
             raft: RaftTuning::default(),
             net: NetConfig::default(),
@@ -104,7 +107,7 @@ pub enum StartError {
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error("not the leader; the leader is {leader:?}")]
-    NotLeader { leader: Option<(NodeId, String)> },
+    NotLeader { leader: Option<(NodeId, Node)> },
     #[error("outcome unknown (leader changed or the node stopped while the write was in flight): {0}")]
     Indeterminate(String),
     #[error("the raft of this node stopped: {0}")]
@@ -125,6 +128,7 @@ pub struct RaftNode {
     pub state: Arc<StateStore>,
     pub addr: SocketAddr,
     pub advertise: String,
+    pub api_advertise: String,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -189,12 +193,21 @@ impl RaftNode {
                 tracing::error!(error = %e, "raft service stopped with an error");
             }
         });
-        Ok(RaftNode { id: cfg.node_id, raft, state, addr, advertise, server: handle, stop: Some(stop_tx) })
+        Ok(RaftNode {
+            id: cfg.node_id,
+            raft,
+            state,
+            addr,
+            advertise,
+            api_advertise: cfg.api_advertise.clone(),
+            server: handle,
+            stop: Some(stop_tx),
+        })
     }
 
     /// This node as a member description.
     pub fn node(&self) -> Node {
-        Node { addr: self.advertise.clone() }
+        Node { raft: self.advertise.clone(), api: self.api_advertise.clone() }
     }
 
     /// Initializes a new cluster with these voters. Call on exactly one pristine node.
@@ -250,6 +263,40 @@ impl RaftNode {
         self.raft.trigger().snapshot().await.map_err(|e| WriteError::Fatal(e.to_string()))
     }
 
+    /// Waits until this node's state reflects every write committed before the call (a read index
+    /// round with a quorum), so a read after it is linearizable (DESIGN §8).
+    pub async fn linearizable(&self) -> Result<(), WriteError> {
+        match self.raft.ensure_linearizable(openraft::ReadPolicy::ReadIndex).await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(openraft::error::LinearizableReadError::ForwardToLeader(f))) => {
+                Err(WriteError::NotLeader { leader: f.leader_id.zip(f.leader_node) })
+            }
+            Err(RaftError::APIError(other)) => Err(WriteError::Indeterminate(other.to_string())),
+            Err(RaftError::Fatal(f)) => Err(WriteError::Fatal(f.to_string())),
+        }
+    }
+
+    /// The current leader and where to reach it, as this node knows them.
+    pub fn leader_node(&self) -> Option<(NodeId, Node)> {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let leader = m.current_leader?;
+        let node = m.membership_config.membership().get_node(&leader).cloned()?;
+        Some((leader, node))
+    }
+
+    /// Whether this node is the leader now.
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(self.id)
+    }
+
+    /// The largest command time applied so far (a leader stamps later ones).
+    pub fn last_ts(&self) -> Result<Option<kungfu_types::Timestamp>, kungfu_storage::Error> {
+        match self.state.get_meta(crate::state_machine::LAST_TS)? {
+            Some(b) => Ok(Some(kungfu_storage::envelope::decode(&b, crate::state_machine::LAST_TS)?)),
+            None => Ok(None),
+        }
+    }
+
     /// The last log index applied to the state machine.
     pub fn applied_index(&self) -> Option<u64> {
         self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)
@@ -282,7 +329,7 @@ impl RaftNode {
 fn classify(e: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>) -> WriteError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-            WriteError::NotLeader { leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)) }
+            WriteError::NotLeader { leader: f.leader_id.zip(f.leader_node) }
         }
         // The entry was proposed and then lost its leader: it may still commit. Never "failed".
         RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => {

@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub const LAST_APPLIED: &str = "last_applied";
 pub const MEMBERSHIP: &str = "membership";
 pub const LIMITS: &str = "limits";
+/// The largest command time applied so far: a new leader stamps later than this (DESIGN §3).
+pub const LAST_TS: &str = "last_ts";
 
 /// The state machine of one node.
 #[derive(Clone, Debug)]
@@ -62,6 +64,7 @@ impl StateMachine {
         let mut last_applied: Option<LogId> = None;
         let mut membership: Option<StoredMembership> = None;
         let mut new_limits = None;
+        let mut last_ts: Option<kungfu_types::Timestamp> = None;
         for entry in entries {
             last_applied = Some(entry.log_id());
             let response = match &entry.payload {
@@ -76,6 +79,7 @@ impl StateMachine {
                     Response::Done
                 }
                 EntryPayload::Normal(Request::Command(cmd)) => {
+                    last_ts = last_ts.max(Some(cmd.ts));
                     // A state that cannot be read is fatal: the node must stop rather than decide
                     // on a state it does not know.
                     let applied = apply(&tx, cmd, limits).map_err(io_err)?;
@@ -99,6 +103,12 @@ impl StateMachine {
         }
         if let Some(l) = &new_limits {
             meta.push((LIMITS, Some(envelope::encode(l))));
+        }
+        if let Some(ts) = last_ts {
+            let previous: Option<kungfu_types::Timestamp> = read_meta(state, LAST_TS)?;
+            if Some(ts) > previous {
+                meta.push((LAST_TS, Some(envelope::encode(&ts))));
+            }
         }
         let changes = tx.into_changes();
         state.commit(&changes, &meta).map_err(io::Error::from)?;

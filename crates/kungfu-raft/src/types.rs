@@ -8,8 +8,21 @@ use std::fmt;
 /// A node id. Never reused: a removed node's id is retired for good (openraft FAQ).
 pub type NodeId = u64;
 
-/// A node's address, as other nodes reach its raft service (`host:port`).
-pub type Node = openraft::BasicNode;
+/// Where a member can be reached: its internal raft service, and its public API (so a follower can
+/// tell a client where the leader's API is).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// `host:port` of the internal raft service.
+    pub raft: String,
+    /// `host:port` of the public API; empty when the member serves none (a bare replica in tests).
+    pub api: String,
+}
+
+impl fmt::Display for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "raft={} api={}", self.raft, self.api)
+    }
+}
 
 /// What the replicated log carries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,7 +54,7 @@ pub enum Response {
 }
 
 openraft::declare_raft_types!(
-    /// Kungfu's raft types: u64 node ids and terms, addresses as `BasicNode`, tokio.
+    /// Kungfu's raft types: u64 node ids and terms, `Node` addresses, tokio.
     pub TypeConfig:
         D = Request,
         R = Response,

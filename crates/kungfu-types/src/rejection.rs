@@ -141,6 +141,9 @@ codes! {
     LimitExceeded => "LIMIT_EXCEEDED", Revise;
     /// L4: a rate limit was exceeded; wait `retry_after` (server edge).
     RateLimited => "RATE_LIMITED", Wait;
+    /// This node is not the leader; nothing happened. The rejection names the leader's API address
+    /// when known: send the same request (same idempotency key) there.
+    NotLeader => "NOT_LEADER", Retry;
     /// The node cannot decide now (no leader, leader changed); the action may or may not have
     /// taken effect. Retry with the same idempotency key.
     Unavailable => "UNAVAILABLE", Retry;

@@ -1,0 +1,197 @@
+//! What every API call goes through: authentication by bearer key, the leader's clock, replication
+//! of a command and the answer from its applied result, and linearizable reads on one snapshot.
+
+use crate::config::Config;
+use kungfu_api::{KeyedAction, rejection_status};
+use kungfu_core::read::ReadError;
+use kungfu_core::{Command, Limits, Principal, Receipt, StateExt, StateRead};
+use kungfu_raft::{RaftNode, Response, WriteError};
+use kungfu_types::{AgentId, Code, Rejection, Timestamp};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::Status;
+
+/// The shared state of the API services.
+pub struct Backend {
+    pub node: Arc<RaftNode>,
+    pub config: Arc<Config>,
+    /// The last time this node stamped, so stamps strictly increase (DESIGN §3).
+    last_stamp: Mutex<Timestamp>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend(node {})", self.node.id)
+    }
+}
+
+/// A successful write: the receipt and whether it was replayed (L3).
+#[derive(Debug)]
+pub struct Written {
+    pub receipt: Receipt,
+    pub replayed: bool,
+}
+
+fn status(code: Code, message: impl Into<String>) -> Status {
+    rejection_status(&Rejection::new(code, message))
+}
+
+impl Backend {
+    pub fn new(node: Arc<RaftNode>, config: Arc<Config>) -> Backend {
+        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO) }
+    }
+
+    /// The answer to a call that reached a follower: nothing happened; the leader's API address,
+    /// when known, is in the message and the `leader` metadata.
+    fn not_leader(&self) -> Status {
+        let leader = self.node.leader_node();
+        let mut s = match &leader {
+            Some((id, node)) if !node.api.is_empty() => status(
+                Code::NotLeader,
+                format!(
+                    "node {} is not the leader; node {id} is, at {}: send the same request there",
+                    self.node.id, node.api
+                ),
+            ),
+            _ => status(
+                Code::NotLeader,
+                format!("node {} is not the leader and knows no leader yet; retry shortly", self.node.id),
+            ),
+        };
+        if let Some((_, node)) = leader {
+            if let Ok(v) = node.api.parse() {
+                s.metadata_mut().insert("leader", v);
+            }
+        }
+        s
+    }
+
+    /// Authenticates the caller by its bearer key (`authorization: Bearer kf_ag_…`). Deactivated
+    /// agents still authenticate: reads do not require activity (§4); the core refuses their
+    /// actions. Only the leader answers (a follower says where the leader is), and a key this node
+    /// does not know yet is looked up again after a read-index round, so an agent registered a
+    /// moment ago on another leader is never refused for this node's lag.
+    pub async fn authenticate<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
+        let header = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let Some(key) = header.strip_prefix("Bearer ") else {
+            return Err(status(
+                Code::Unauthenticated,
+                "missing `authorization: Bearer <agent key>`; register to get a key",
+            ));
+        };
+        if !self.node.is_leader() {
+            return Err(self.not_leader());
+        }
+        let hash = kungfu_core::secret::hash_secret(key.trim());
+        let lookup =
+            || self.node.state.read(|s| s.agent_by_key(&hash)).map_err(|e| status(Code::Unavailable, e.to_string()));
+        if let Some(agent) = lookup()? {
+            return Ok(agent);
+        }
+        match self.node.linearizable().await {
+            Ok(()) => {}
+            Err(WriteError::NotLeader { .. }) => return Err(self.not_leader()),
+            Err(e) => return Err(status(Code::Unavailable, e.to_string())),
+        }
+        lookup()?.ok_or_else(|| status(Code::Unauthenticated, "unknown agent key"))
+    }
+
+    /// Checks the operator token (`authorization: Bearer <operator token>`).
+    pub fn authenticate_operator<T>(&self, req: &tonic::Request<T>) -> Result<(), Status> {
+        let Some(expected) = &self.config.operator_token else {
+            return Err(status(
+                Code::Unauthenticated,
+                "operator calls are disabled on this node (no operator_token configured)",
+            ));
+        };
+        let header = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+        match header.strip_prefix("Bearer ") {
+            Some(t) if constant_time_eq(t.trim().as_bytes(), expected.as_bytes()) => Ok(()),
+            _ => Err(status(Code::Unauthenticated, "operator token required")),
+        }
+    }
+
+    /// The leader's clock: wall time, but always after the last stamp and the last applied command.
+    fn stamp(&self) -> Result<Timestamp, Status> {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| Timestamp(d.as_micros() as u64))
+            .unwrap_or(Timestamp::ZERO);
+        let applied =
+            self.node.last_ts().map_err(|e| status(Code::Unavailable, e.to_string()))?.unwrap_or(Timestamp::ZERO);
+        let mut last = match self.last_stamp.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let ts = wall.max(Timestamp(last.0.max(applied.0) + 1));
+        *last = ts;
+        Ok(ts)
+    }
+
+    /// Replicates a command and answers from its applied result.
+    pub async fn submit(&self, principal: Principal, keyed: KeyedAction) -> Result<Written, Status> {
+        if !self.node.is_leader() {
+            return Err(self.not_leader());
+        }
+        let cmd = Command::new(principal, keyed.action, Some(keyed.key), self.stamp()?);
+        self.submit_command(cmd).await
+    }
+
+    /// Replicates a system command (deadline expiry; no key, no receipt stored).
+    pub async fn submit_system(&self, action: kungfu_core::Action) -> Result<Written, Status> {
+        if !self.node.is_leader() {
+            return Err(self.not_leader());
+        }
+        let cmd = Command::new(Principal::System, action, None, self.stamp()?);
+        self.submit_command(cmd).await
+    }
+
+    async fn submit_command(&self, cmd: Command) -> Result<Written, Status> {
+        let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
+        match self.node.write_within(cmd, timeout).await {
+            Ok((Response::Applied { outcome: Ok(receipt), replayed }, _)) => Ok(Written { receipt, replayed }),
+            Ok((Response::Applied { outcome: Err(rejection), .. }, _)) => Err(rejection_status(&rejection)),
+            Ok((Response::Done, _)) => Err(status(Code::Unavailable, "the log answered a command with no result")),
+            Err(WriteError::NotLeader { .. }) => Err(self.not_leader()),
+            // L3: an indeterminate write may have been applied; the same key returns its receipt.
+            Err(e @ WriteError::Indeterminate(_)) | Err(e @ WriteError::Fatal(_)) => {
+                Err(status(Code::Unavailable, format!("{e}; retry the same request with the same idempotency key")))
+            }
+        }
+    }
+
+    /// A linearizable read on one consistent snapshot (§9, DESIGN §8).
+    pub async fn read<R>(
+        &self,
+        f: impl FnOnce(&dyn StateRead, &Limits, Timestamp) -> Result<R, ReadError>,
+    ) -> Result<R, Status> {
+        match self.node.linearizable().await {
+            Ok(()) => {}
+            Err(WriteError::NotLeader { .. }) => return Err(self.not_leader()),
+            Err(e) => return Err(status(Code::Unavailable, e.to_string())),
+        }
+        let limits = self.limits()?;
+        let now = Timestamp(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros() as u64)
+                .unwrap_or(0),
+        );
+        self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_status(&e))
+    }
+
+    fn limits(&self) -> Result<Limits, Status> {
+        match self.node.state.get_meta(kungfu_raft::state_machine::LIMITS) {
+            Ok(Some(b)) => {
+                kungfu_storage::envelope::decode(&b, "limits").map_err(|e| status(Code::Unavailable, e.to_string()))
+            }
+            Ok(None) => Ok(self.config.limits.clone()),
+            Err(e) => Err(status(Code::Unavailable, e.to_string())),
+        }
+    }
+}
+
+/// Compares secrets without leaking where they differ through timing.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,199 @@
+//! Node configuration: a TOML file, overridden by flags and environment variables (`KUNGFU_*`).
+//! Run with nothing at all, a node is a single-node cluster with its data in `./data` (the embedded
+//! default). Every setting is validated once here; an invalid one stops the start with a message
+//! that names it.
+
+use kungfu_core::Limits;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A member of the cluster as the configuration names it.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    pub id: u64,
+    /// `host:port` of its internal raft service.
+    pub raft: String,
+    /// `host:port` of its public API.
+    pub api: String,
+}
+
+/// Who may register agents.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Registration {
+    /// Anyone may register (the default for a local node). When false, registration needs the
+    /// operator token.
+    pub open: bool,
+}
+
+impl Default for Registration {
+    fn default() -> Registration {
+        Registration { open: true }
+    }
+}
+
+/// openraft timing and log retention.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftSettings {
+    pub heartbeat_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot after this many applied entries; the log behind it is purged.
+    pub snapshot_after_logs: u64,
+    /// Entries kept behind a snapshot, for followers slightly behind.
+    pub keep_logs_after_snapshot: u64,
+}
+
+impl Default for RaftSettings {
+    fn default() -> RaftSettings {
+        let d = kungfu_raft::RaftTuning::default();
+        RaftSettings {
+            heartbeat_ms: d.heartbeat_interval.as_millis() as u64,
+            election_timeout_min_ms: d.election_timeout_min.as_millis() as u64,
+            election_timeout_max_ms: d.election_timeout_max.as_millis() as u64,
+            snapshot_after_logs: d.snapshot_after_logs,
+            keep_logs_after_snapshot: d.keep_logs_after_snapshot,
+        }
+    }
+}
+
+/// Bounds of the public API edge.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// Largest request or response message, in bytes.
+    pub max_message_bytes: usize,
+    /// A write that has no outcome after this long is answered as indeterminate (retry with the
+    /// same idempotency key).
+    pub write_timeout_ms: u64,
+}
+
+impl Default for ApiSettings {
+    fn default() -> ApiSettings {
+        ApiSettings { max_message_bytes: 4 * 1024 * 1024, write_timeout_ms: 10_000 }
+    }
+}
+
+/// The whole configuration of a node.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub node_id: u64,
+    pub cluster_id: String,
+    pub data_dir: PathBuf,
+    pub api_listen: SocketAddr,
+    /// How clients reach this node's API (published to the cluster); defaults to `api_listen`.
+    pub api_advertise: Option<String>,
+    pub raft_listen: SocketAddr,
+    /// How other nodes reach this node's raft service; defaults to `raft_listen`.
+    pub raft_advertise: Option<String>,
+    /// Initialize the cluster from `peers` when this node is pristine and has the lowest id among
+    /// them. Never re-initializes an existing cluster.
+    pub bootstrap: bool,
+    /// The initial voters. Empty means a single-node cluster of this node.
+    pub peers: Vec<Peer>,
+    /// Token for operator calls (agent deactivation, closed registration). None disables them.
+    pub operator_token: Option<String>,
+    pub registration: Registration,
+    pub limits: Limits,
+    pub raft: RaftSettings,
+    pub api: ApiSettings,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            node_id: 1,
+            cluster_id: "local".into(),
+            data_dir: PathBuf::from("./data"),
+            api_listen: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            api_advertise: None,
+            raft_listen: SocketAddr::from(([127, 0, 0, 1], 7500)),
+            raft_advertise: None,
+            bootstrap: true,
+            peers: Vec::new(),
+            operator_token: None,
+            registration: Registration::default(),
+            limits: Limits::default(),
+            raft: RaftSettings::default(),
+            api: ApiSettings::default(),
+        }
+    }
+}
+
+/// A configuration that cannot run, with the setting at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration: {setting}: {message}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub message: String,
+}
+
+fn bad(setting: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError { setting: setting.into(), message: message.into() }
+}
+
+impl Config {
+    /// Reads a TOML file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad("--config", format!("cannot read {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| bad(&path.display().to_string(), e.to_string()))
+    }
+
+    /// The initial voters: `peers`, or this node alone.
+    pub fn voters(&self) -> Vec<Peer> {
+        if self.peers.is_empty() {
+            vec![Peer { id: self.node_id, raft: self.raft_advertise(), api: self.api_advertise() }]
+        } else {
+            self.peers.clone()
+        }
+    }
+
+    pub fn api_advertise(&self) -> String {
+        self.api_advertise.clone().unwrap_or_else(|| self.api_listen.to_string())
+    }
+
+    pub fn raft_advertise(&self) -> String {
+        self.raft_advertise.clone().unwrap_or_else(|| self.raft_listen.to_string())
+    }
+
+    /// Checks every setting; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.node_id == 0 {
+            return Err(bad("node_id", "must be at least 1"));
+        }
+        if self.cluster_id.is_empty() || self.cluster_id.len() > 64 {
+            return Err(bad("cluster_id", "must be 1 to 64 characters"));
+        }
+        if !self.peers.is_empty() && !self.peers.iter().any(|p| p.id == self.node_id) {
+            return Err(bad("peers", format!("must include this node (node_id = {})", self.node_id)));
+        }
+        let mut ids: Vec<u64> = self.peers.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err(bad("peers", "node ids must be unique"));
+        }
+        if self.raft.election_timeout_min_ms <= self.raft.heartbeat_ms
+            || self.raft.election_timeout_max_ms <= self.raft.election_timeout_min_ms
+        {
+            return Err(bad("raft", "need heartbeat_ms < election_timeout_min_ms < election_timeout_max_ms"));
+        }
+        if self.api.max_message_bytes < 64 * 1024 {
+            return Err(bad("api.max_message_bytes", "must be at least 65536"));
+        }
+        if matches!(&self.operator_token, Some(t) if t.len() < 16) {
+            return Err(bad("operator_token", "must be at least 16 characters"));
+        }
+        if !self.registration.open && self.operator_token.is_none() {
+            return Err(bad("registration.open", "closed registration needs an operator_token"));
+        }
+        if self.limits.default_page_size == 0 || self.limits.default_page_size > self.limits.max_page_size {
+            return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,19 @@
+//! The Kungfu node (`kungfud`): the public gRPC API over a replicated protocol core.
+//!
+//! Table of contents:
+//! - [`config`]: TOML, flags and environment; the single-node default; validation naming the setting.
+//! - [`backend`]: authentication by bearer key, the leader's clock, replicated writes answered from
+//!   their applied result, linearizable reads on one snapshot, "not the leader" with its address.
+//! - [`api`]: the six public services of `proto/kungfu/v1`.
+//! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
+//! - [`secrets`]: generation of agent keys and admission grants.
+//! - [`server`]: start, bootstrap, serve (with health and reflection), shut down.
+
+pub mod api;
+pub mod backend;
+pub mod config;
+pub mod deadlines;
+pub mod secrets;
+pub mod server;
+
+pub use config::Config;

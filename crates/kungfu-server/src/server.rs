@@ -1,0 +1,108 @@
+//! Starting and stopping a node: opens the data directory, starts raft and its internal service,
+//! bootstraps the cluster when told to, serves the public API with health and reflection, runs the
+//! deadline scheduler, and shuts everything down cleanly.
+
+use crate::api::Api;
+use crate::backend::Backend;
+use crate::config::Config;
+use kungfu_api::pb;
+use kungfu_raft::{Node, NodeConfig, RaftNode, RaftTuning};
+use kungfu_storage::OpenMode;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs a node until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    config.validate()?;
+    let config = Arc::new(config);
+    let mut nc =
+        NodeConfig::new(config.node_id, config.cluster_id.clone(), config.data_dir.clone(), config.raft_listen);
+    nc.advertise = Some(config.raft_advertise());
+    nc.api_advertise = config.api_advertise();
+    nc.open_mode = OpenMode::CreateIfEmpty;
+    nc.limits = config.limits.clone();
+    nc.raft = RaftTuning {
+        heartbeat_interval: Duration::from_millis(config.raft.heartbeat_ms),
+        election_timeout_min: Duration::from_millis(config.raft.election_timeout_min_ms),
+        election_timeout_max: Duration::from_millis(config.raft.election_timeout_max_ms),
+        snapshot_after_logs: config.raft.snapshot_after_logs,
+        keep_logs_after_snapshot: config.raft.keep_logs_after_snapshot,
+        ..RaftTuning::default()
+    };
+    let node = Arc::new(RaftNode::start(nc).await?);
+    tracing::info!(node = config.node_id, raft = %node.addr, "raft started");
+
+    // Bootstrap: only a pristine node with the lowest id among the initial voters initializes.
+    let voters = config.voters();
+    let lowest = voters.iter().map(|p| p.id).min().unwrap_or(config.node_id);
+    if config.bootstrap && lowest == config.node_id && !node.raft.is_initialized().await? {
+        let members = voters.iter().map(|p| (p.id, Node { raft: p.raft.clone(), api: p.api.clone() })).collect();
+        node.initialize(members).await.map_err(|e| anyhow::anyhow!("initialize: {e}"))?;
+        tracing::info!(voters = voters.len(), "cluster initialized");
+    }
+
+    let backend = Arc::new(Backend::new(node.clone(), config.clone()));
+    let api = Api::new(backend.clone());
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<pb::turn_service_server::TurnServiceServer<Api>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let max = config.api.max_message_bytes;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let scheduler = tokio::spawn(crate::deadlines::run(backend.clone(), stop_rx));
+
+    let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
+    tracing::info!(api = %listener.local_addr()?, "serving the public API");
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(
+            pb::agent_service_server::AgentServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::memory_service_server::MemoryServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::thread_service_server::ThreadServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::assignment_service_server::AssignmentServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::task_service_server::TaskServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::turn_service_server::TurnServiceServer::new(api)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await?;
+
+    tracing::info!("shutting down");
+    health.set_not_serving::<pb::turn_service_server::TurnServiceServer<Api>>().await;
+    let _ = stop_tx.send(true);
+    let _ = scheduler.await;
+    drop(backend);
+    match Arc::try_unwrap(node) {
+        Ok(node) => node.shutdown().await,
+        Err(node) => {
+            let _ = node.raft.shutdown().await;
+        }
+    }
+    Ok(())
+}

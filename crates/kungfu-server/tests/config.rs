@@ -1,0 +1,84 @@
+//! Configuration: the shipped examples in `cluster-config/` parse and validate, the default is a
+//! single-node cluster in ./data, and every invalid setting is refused naming the setting.
+
+use kungfu_server::Config;
+use std::path::Path;
+
+fn examples() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cluster-config");
+    let mut files = Vec::new();
+    for dir in [root.clone(), root.join("three"), root.join("five")] {
+        for e in std::fs::read_dir(&dir).expect("cluster-config exists") {
+            let p = e.expect("entry").path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_shipped_cluster_config_parses_and_validates() {
+    let files = examples();
+    assert_eq!(files.len(), 1 + 3 + 5, "single, three and five node examples: {files:?}");
+    for f in &files {
+        let c = Config::from_file(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        c.validate().unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    }
+    // The members of each multi-node example agree on the peers and use distinct ports.
+    for (dir, n) in [("three", 3), ("five", 5)] {
+        let cs: Vec<Config> = files
+            .iter()
+            .filter(|f| f.to_string_lossy().contains(&format!("/{dir}/")))
+            .map(|f| Config::from_file(f).expect("parse"))
+            .collect();
+        assert_eq!(cs.len(), n);
+        assert!(cs.windows(2).all(|w| w[0].peers == w[1].peers && w[0].cluster_id == w[1].cluster_id));
+        let mut ports: Vec<u16> = cs.iter().flat_map(|c| [c.api_listen.port(), c.raft_listen.port()]).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 2 * n);
+    }
+}
+
+#[test]
+fn the_default_is_a_single_node_cluster_in_the_local_data_folder() {
+    let c = Config::default();
+    c.validate().expect("default is valid");
+    assert_eq!(c.data_dir, Path::new("./data"));
+    assert_eq!(c.voters().len(), 1);
+    assert!(c.bootstrap);
+}
+
+#[test]
+fn invalid_settings_are_refused_naming_the_setting() {
+    let cases: Vec<(&str, Box<dyn Fn(&mut Config)>)> = vec![
+        ("node_id", Box::new(|c| c.node_id = 0)),
+        ("cluster_id", Box::new(|c| c.cluster_id.clear())),
+        (
+            "peers",
+            Box::new(|c| c.peers = vec![kungfu_server::config::Peer { id: 9, raft: "a:1".into(), api: "a:2".into() }]),
+        ),
+        ("raft", Box::new(|c| c.raft.election_timeout_min_ms = c.raft.heartbeat_ms)),
+        ("operator_token", Box::new(|c| c.operator_token = Some("short".into()))),
+        ("registration.open", Box::new(|c| c.registration.open = false)),
+        ("api.max_message_bytes", Box::new(|c| c.api.max_message_bytes = 10)),
+    ];
+    for (setting, break_it) in cases {
+        let mut c = Config::default();
+        break_it(&mut c);
+        let e = c.validate().expect_err(setting);
+        assert_eq!(e.setting, setting, "{e}");
+    }
+}
+
+#[test]
+fn unknown_settings_in_a_file_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("bad.toml");
+    std::fs::write(&f, "node_id = 1\nnode_idd = 2\n").expect("write");
+    let e = Config::from_file(&f).expect_err("typo must be refused");
+    assert!(e.message.contains("node_idd"), "{e}");
+}

@@ -1,0 +1,136 @@
+//! Three real `kungfud` processes started from `cluster-config/`-style files: writes go to the
+//! leader (a follower answers NOT_LEADER with the leader's address), the leader is killed in the
+//! middle of traffic, writes resume on the new leader, and no acknowledged action is lost.
+
+use kungfu_api::pb;
+use kungfu_system_tests::*;
+use std::time::{Duration, Instant};
+
+/// Sends a request to whichever node is leader, following NOT_LEADER answers.
+async fn on_leader<T, F, Fut>(cluster: &Cluster, key: Option<String>, mut call: F) -> T
+where
+    F: FnMut(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        for node in cluster.nodes.values().filter(|n| n.is_running()) {
+            let Ok(Ok(channel)) = tokio::time::timeout(
+                Duration::from_secs(2),
+                tonic::transport::Endpoint::from_shared(format!("http://{}", node.api)).expect("endpoint").connect(),
+            )
+            .await
+            else {
+                continue;
+            };
+            match call(Client { channel, key: key.clone() }).await {
+                Ok(v) => return v,
+                Err(s) if code(&s) == "NOT_LEADER" || code(&s) == "UNAVAILABLE" => last = s.to_string(),
+                Err(s) => panic!("call failed: {s}"),
+            }
+        }
+        assert!(start.elapsed() < BOUND, "no leader took the call: {last}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_cluster_survives_the_leader_being_killed() {
+    let mut cluster = Cluster::start(3, "");
+    let reg = on_leader(&cluster, None, |c| async move {
+        c.agents().register(c.req(pb::RegisterRequest { idempotency_key: "r1".into() })).await.map(|r| r.into_inner())
+    })
+    .await;
+    let key = Some(reg.agent_key.clone());
+    let created = on_leader(&cluster, key.clone(), |c| async move {
+        c.threads()
+            .create(c.req(pb::CreateThreadRequest { idempotency_key: "t".into(), subject: content("s"), grant: None }))
+            .await
+            .map(|r| r.into_inner())
+    })
+    .await;
+    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else { panic!() };
+
+    // A follower refuses a write and names the leader.
+    let mut saw_redirect = false;
+    for node in cluster.nodes.values() {
+        let c = Client { channel: connect(node.api).await, key: key.clone() };
+        let r = c
+            .memories()
+            .create(c.req(pb::CreateMemoryRequest { idempotency_key: "probe".into(), content: content("m") }))
+            .await;
+        if let Err(s) = r {
+            assert_eq!(code(&s), "NOT_LEADER");
+            assert!(s.metadata().get("leader").is_some(), "NOT_LEADER carries the leader's address");
+            saw_redirect = true;
+        }
+    }
+    assert!(saw_redirect, "two of three nodes are followers");
+
+    let post = |i: u32| {
+        let thread = t.thread.clone();
+        move |c: Client| {
+            let thread = thread.clone();
+            async move {
+                c.threads()
+                    .post(c.req(pb::PostRequest {
+                        idempotency_key: format!("post-{i}"),
+                        thread,
+                        body: Some(pb::PostBody {
+                            kind: Some(pb::post_body::Kind::Content(pb::Content {
+                                body: format!("entry {i}").into_bytes(),
+                            })),
+                        }),
+                        reply_to: None,
+                        ask: None,
+                        task_ref: None,
+                        assignment: None,
+                    }))
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        }
+    };
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        acked.push((i, on_leader(&cluster, key.clone(), post(i)).await));
+    }
+    // Kill the leader (the node whose write succeeds without a redirect).
+    let mut leader = None;
+    for node in cluster.nodes.values() {
+        let c = Client { channel: connect(node.api).await, key: key.clone() };
+        if c.turn().get_turn(c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 1 })).await.is_ok() {
+            leader = Some(node.id);
+        }
+    }
+    let leader = leader.expect("a leader");
+    cluster.nodes.get_mut(&leader).expect("leader").kill();
+
+    // Writes resume on the new leader, and every acknowledged write is still there: replaying it
+    // returns its original receipt.
+    for i in 10..15 {
+        acked.push((i, on_leader(&cluster, key.clone(), post(i)).await));
+    }
+    for (i, original) in &acked {
+        let again = on_leader(&cluster, key.clone(), post(*i)).await;
+        assert!(again.replayed, "post {i} was not found after failover");
+        assert_eq!(again.receipt, original.receipt);
+    }
+    // The killed node comes back from its data directory and rejoins.
+    cluster.nodes.get_mut(&leader).expect("node").start();
+    let c = Client { channel: connect(cluster.nodes[&leader].api).await, key: key.clone() };
+    let start = Instant::now();
+    loop {
+        let r = c
+            .memories()
+            .create(c.req(pb::CreateMemoryRequest { idempotency_key: "after".into(), content: content("m") }))
+            .await;
+        match r {
+            Ok(_) => break,
+            Err(s) if code(&s) == "NOT_LEADER" && s.metadata().get("leader").is_some() => break,
+            Err(s) => assert!(start.elapsed() < BOUND, "restarted node never rejoined: {s}\n{}", cluster.logs()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

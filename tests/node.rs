@@ -1,0 +1,216 @@
+//! One real `kungfud` process, driven over gRPC: a lead and a worker go through a thread, an
+//! assignment and its deadline; bad input is answered with the field named; the node survives a
+//! crash (SIGKILL) with every acknowledged action intact, and stops cleanly on SIGTERM.
+
+use kungfu_api::pb;
+use kungfu_system_tests::*;
+use std::time::{Duration, Instant};
+
+async fn register(c: &Client, key: &str) -> (String, Client) {
+    let r = c
+        .agents()
+        .register(c.req(pb::RegisterRequest { idempotency_key: key.into() }))
+        .await
+        .expect("register")
+        .into_inner();
+    let Some(pb::receipt::Result::AgentRegistered(a)) = r.receipt.and_then(|r| r.result) else { panic!("no agent") };
+    assert!(r.agent_key.starts_with("kf_ag_"), "the key is returned once");
+    (a.agent, Client { channel: c.channel.clone(), key: Some(r.agent_key) })
+}
+
+fn post(
+    key: &str,
+    thread: &str,
+    text: &str,
+    reply_to: Option<u64>,
+    assignment: Option<pb::NewAssignment>,
+) -> pb::PostRequest {
+    pb::PostRequest {
+        idempotency_key: key.into(),
+        thread: thread.into(),
+        body: Some(pb::PostBody {
+            kind: Some(pb::post_body::Kind::Content(pb::Content { body: text.as_bytes().to_vec() })),
+        }),
+        reply_to,
+        ask: None,
+        task_ref: None,
+        assignment,
+    }
+}
+
+async fn turn(c: &Client) -> Vec<pb::TurnItem> {
+    c.turn()
+        .get_turn(c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 100 }))
+        .await
+        .expect("turn")
+        .into_inner()
+        .items
+}
+
+async fn assignment_state(c: &Client, id: &str) -> pb::assignment::State {
+    c.assignments()
+        .get(c.req(pb::GetAssignmentRequest { assignment: id.into() }))
+        .await
+        .expect("get assignment")
+        .into_inner()
+        .state
+        .expect("state")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_and_a_worker_work_through_a_real_node_and_it_survives_a_crash() {
+    let mut cluster = Cluster::start(1, "");
+    let api = cluster.nodes[&1].api;
+    let anon = Client { channel: connect(api).await, key: None };
+    // Wait until the node has elected itself and serves.
+    let start = Instant::now();
+    let (lead_id, lead) = loop {
+        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "reg-lead".into() })).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                let Some(pb::receipt::Result::AgentRegistered(a)) = r.receipt.and_then(|r| r.result) else { panic!() };
+                break (a.agent, Client { channel: anon.channel.clone(), key: Some(r.agent_key) });
+            }
+            Err(s) => {
+                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let (worker_id, worker) = register(&anon, "reg-worker").await;
+
+    // Unauthenticated and malformed calls are refused with stable codes naming what is wrong.
+    let e = anon
+        .turn()
+        .get_turn(anon.req(pb::GetTurnRequest { cursor: String::new(), page_size: 0 }))
+        .await
+        .expect_err("no key");
+    assert_eq!(code(&e), "UNAUTHENTICATED");
+    let e = lead.threads().post(lead.req(post("p0", "not-an-id", "x", None, None))).await.expect_err("bad id");
+    assert_eq!(code(&e), "INVALID_ARGUMENT");
+    assert!(e.message().contains("thread"), "{}", e.message());
+    let e = lead.threads().post(lead.req(post("p0", "th_999", "x", None, None))).await.expect_err("unknown thread");
+    assert_eq!(code(&e), "NOT_FOUND");
+
+    // A thread with a first grant; the worker joins with the secret, shown once.
+    let created = lead
+        .threads()
+        .create(lead.req(pb::CreateThreadRequest {
+            idempotency_key: "t1".into(),
+            subject: content("work"),
+            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
+        }))
+        .await
+        .expect("create thread")
+        .into_inner();
+    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.clone().and_then(|r| r.result) else { panic!() };
+    assert!(created.grant_secret.starts_with("kf_gr_"));
+    let replay = lead
+        .threads()
+        .create(lead.req(pb::CreateThreadRequest {
+            idempotency_key: "t1".into(),
+            subject: content("work"),
+            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
+        }))
+        .await
+        .expect("replay")
+        .into_inner();
+    assert!(replay.replayed && replay.grant_secret.is_empty(), "L3: the secret is shown only once");
+    assert_eq!(replay.receipt, created.receipt, "L3: the replay returns the original receipt");
+    worker
+        .threads()
+        .join(worker.req(pb::JoinRequest { idempotency_key: "j1".into(), grant_secret: created.grant_secret }))
+        .await
+        .expect("join");
+
+    // §6.3 rule 3: two speakers, so the worker owes a response.
+    lead.threads().post(lead.req(post("p1", &t.thread, "hello", None, None))).await.expect("post");
+    let items = turn(&worker).await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].next, pb::NextStep::Respond as i32);
+
+    // An assignment with a one-second delivery window: taken, then left to time out on the node's
+    // own deadline scheduler (L4), with no action by anyone.
+    let posted = lead
+        .threads()
+        .post(lead.req(post(
+            "p2",
+            &t.thread,
+            "please",
+            None,
+            Some(pb::NewAssignment {
+                addressee: worker_id.clone(),
+                criteria: content("criteria"),
+                output_structure: None,
+                delivery_window_micros: Some(1_000_000),
+                judgment_window_micros: None,
+            }),
+        )))
+        .await
+        .expect("assign")
+        .into_inner();
+    let Some(pb::receipt::Result::Posted(p)) = posted.receipt.and_then(|r| r.result) else { panic!() };
+    let asg = p.assignment.expect("assignment id");
+    worker
+        .assignments()
+        .take(worker.req(pb::TakeAssignmentRequest { idempotency_key: "take".into(), assignment: asg.clone() }))
+        .await
+        .expect("take");
+    assert!(turn(&worker).await.iter().any(|i| i.next == pb::NextStep::Deliver as i32));
+    let start = Instant::now();
+    loop {
+        if let pb::assignment::State::Ended(e) = assignment_state(&lead, &asg).await {
+            assert_eq!(e.outcome, pb::AssignmentOutcome::TimedOut as i32);
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the deadline never ended the assignment\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Exactly once: one deadline fact in the thread's history.
+    let ws = lead
+        .turn()
+        .get_working_set(lead.req(pb::GetWorkingSetRequest { object: t.thread.clone() }))
+        .await
+        .expect("ws")
+        .into_inner();
+    assert_eq!(ws.history.iter().filter(|h| h.fact == "deadline_passed").count(), 1);
+    // The late delivery is refused: the deadline won.
+    let e = worker
+        .assignments()
+        .deliver(worker.req(pb::DeliverAssignmentRequest {
+            idempotency_key: "late".into(),
+            assignment: asg.clone(),
+            output: content("late"),
+        }))
+        .await
+        .expect_err("late");
+    assert_eq!(code(&e), "INVALID_STATE");
+
+    // Crash: SIGKILL, restart from the same data directory, every acknowledged action is there.
+    let node = cluster.nodes.get_mut(&1).expect("node");
+    node.kill();
+    node.start();
+    let lead = Client { channel: connect(api).await, key: lead.key.clone() };
+    let start = Instant::now();
+    let ws = loop {
+        match lead.turn().get_working_set(lead.req(pb::GetWorkingSetRequest { object: t.thread.clone() })).await {
+            Ok(ws) => break ws.into_inner(),
+            Err(s) => {
+                assert!(start.elapsed() < BOUND, "node did not come back: {s}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert!(ws.history.iter().any(|h| h.fact == "posted"));
+    let again = lead.agents().register(lead.req(pb::RegisterRequest { idempotency_key: "reg-lead".into() })).await;
+    // The registration key was used by the anonymous registrar; a replay returns the original
+    // receipt and no key.
+    let again = again.expect("replay after restart").into_inner();
+    assert!(again.replayed && again.agent_key.is_empty());
+    let Some(pb::receipt::Result::AgentRegistered(a)) = again.receipt.and_then(|r| r.result) else { panic!() };
+    assert_eq!(a.agent, lead_id);
+
+    // SIGTERM: a clean exit.
+    let node = cluster.nodes.get_mut(&1).expect("node");
+    assert!(node.terminate(), "kungfud did not exit cleanly on SIGTERM\n{}", node.log());
+}

@@ -1,0 +1,203 @@
+//! The harness of the black-box tests: starts real `kungfud` processes from `cluster-config/`-style
+//! TOML files on free loopback ports, talks to them only over the public gRPC API, kills and
+//! restarts them, and cleans up every process and directory it made. Every wait is a bounded poll.
+
+use kungfu_api::pb;
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// Every wait gives up after this long: a failure, never a hang.
+pub const BOUND: Duration = Duration::from_secs(60);
+
+/// The `kungfud` binary built with the workspace (next to the test's own `deps/` directory).
+pub fn kungfud() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target directory");
+    let bin = dir.join("kungfud");
+    assert!(bin.exists(), "{} is missing: build the workspace first (cargo nextest run --workspace)", bin.display());
+    bin
+}
+
+/// A free TCP port on loopback (the OS picks it; we release it for the process to bind).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// One node process and everything needed to restart it.
+#[derive(Debug)]
+pub struct NodeProc {
+    pub id: u64,
+    pub api: SocketAddr,
+    pub raft: SocketAddr,
+    pub config: PathBuf,
+    child: Option<Child>,
+}
+
+impl NodeProc {
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "node {} already running", self.id);
+        let log = std::fs::File::create(self.config.with_extension("log")).expect("log file");
+        let child = Command::new(kungfud())
+            .arg("--config")
+            .arg(&self.config)
+            .env("KUNGFU_LOG", "info")
+            .stdout(Stdio::from(log.try_clone().expect("log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn kungfud");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL: no clean shutdown, as a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns whether it exited successfully.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else { return false };
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.success();
+            }
+            if start.elapsed() > BOUND {
+                let _ = c.kill();
+                let _ = c.wait();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The node's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.config.with_extension("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A cluster of node processes in a temporary directory.
+#[derive(Debug)]
+pub struct Cluster {
+    pub nodes: BTreeMap<u64, NodeProc>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Writes one config file per node (the shape of `cluster-config/three/`) and starts them all.
+    pub fn start(n: u64, extra: &str) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports: Vec<(u64, u16, u16)> = (1..=n).map(|id| (id, free_port(), free_port())).collect();
+        let mut peers = String::new();
+        if n > 1 {
+            for (id, api, raft) in &ports {
+                peers.push_str(&format!(
+                    "\n[[peers]]\nid = {id}\nraft = \"127.0.0.1:{raft}\"\napi = \"127.0.0.1:{api}\"\n"
+                ));
+            }
+        }
+        let mut nodes = BTreeMap::new();
+        for (id, api, raft) in &ports {
+            let config = dir.path().join(format!("node{id}.toml"));
+            let data = dir.path().join(format!("data{id}"));
+            let text = format!(
+                "node_id = {id}\ncluster_id = \"test\"\ndata_dir = \"{}\"\napi_listen = \"127.0.0.1:{api}\"\nraft_listen = \"127.0.0.1:{raft}\"\nbootstrap = true\n{extra}\n\n[raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n{peers}",
+                data.display()
+            );
+            std::fs::write(&config, text).expect("write config");
+            let mut node = NodeProc {
+                id: *id,
+                api: format!("127.0.0.1:{api}").parse().expect("addr"),
+                raft: format!("127.0.0.1:{raft}").parse().expect("addr"),
+                config,
+                child: None,
+            };
+            node.start();
+            nodes.insert(*id, node);
+        }
+        Cluster { nodes, dir }
+    }
+
+    pub fn logs(&self) -> String {
+        self.nodes.values().map(|n| format!("--- node {} ---\n{}", n.id, n.log())).collect()
+    }
+}
+
+/// A client of one node's public API, optionally as an agent.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub channel: Channel,
+    pub key: Option<String>,
+}
+
+/// Connects to `addr`, retrying until the node listens (bounded).
+pub async fn connect(addr: SocketAddr) -> Channel {
+    let start = Instant::now();
+    loop {
+        match tonic::transport::Endpoint::from_shared(format!("http://{addr}")).expect("endpoint").connect().await {
+            Ok(c) => return c,
+            Err(e) => {
+                assert!(start.elapsed() < BOUND, "node at {addr} never accepted connections: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Adds the agent's bearer key to a request.
+    pub fn req<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
+        if let Some(k) = &self.key {
+            r.metadata_mut().insert("authorization", format!("Bearer {k}").parse().expect("header"));
+        }
+        r
+    }
+
+    pub fn agents(&self) -> pb::agent_service_client::AgentServiceClient<Channel> {
+        pb::agent_service_client::AgentServiceClient::new(self.channel.clone())
+    }
+    pub fn memories(&self) -> pb::memory_service_client::MemoryServiceClient<Channel> {
+        pb::memory_service_client::MemoryServiceClient::new(self.channel.clone())
+    }
+    pub fn threads(&self) -> pb::thread_service_client::ThreadServiceClient<Channel> {
+        pb::thread_service_client::ThreadServiceClient::new(self.channel.clone())
+    }
+    pub fn assignments(&self) -> pb::assignment_service_client::AssignmentServiceClient<Channel> {
+        pb::assignment_service_client::AssignmentServiceClient::new(self.channel.clone())
+    }
+    pub fn tasks(&self) -> pb::task_service_client::TaskServiceClient<Channel> {
+        pb::task_service_client::TaskServiceClient::new(self.channel.clone())
+    }
+    pub fn turn(&self) -> pb::turn_service_client::TurnServiceClient<Channel> {
+        pb::turn_service_client::TurnServiceClient::new(self.channel.clone())
+    }
+}
+
+/// The stable code of a failed call (`NOT_FOUND`, `NOT_LEADER`, ...).
+pub fn code(s: &tonic::Status) -> String {
+    kungfu_api::status_rejection(s).map(|r| r.code.as_str().to_string()).unwrap_or_else(|| format!("{:?}", s.code()))
+}
+
+/// Content as the wire carries it.
+pub fn content(text: &str) -> Option<pb::Content> {
+    Some(pb::Content { body: text.as_bytes().to_vec() })
+}
