@@ -214,3 +214,32 @@ async fn a_lead_and_a_worker_work_through_a_real_node_and_it_survives_a_crash() 
     let node = cluster.nodes.get_mut(&1).expect("node");
     assert!(node.terminate(), "kungfud did not exit cleanly on SIGTERM\n{}", node.log());
 }
+
+/// L4: the configured limits are replicated at bootstrap and enforced, with the field named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_limits_are_replicated_and_enforced() {
+    let cluster = Cluster::start(1, "[limits]\nmax_content_bytes = 16\n");
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let start = Instant::now();
+    let agent = loop {
+        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "r".into() })).await {
+            Ok(r) => break Client { channel: anon.channel.clone(), key: Some(r.into_inner().agent_key) },
+            Err(s) => {
+                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let big = agent
+        .memories()
+        .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m1".into(), content: content(&"x".repeat(32)) }))
+        .await
+        .expect_err("over the configured limit");
+    assert_eq!(code(&big), "LIMIT_EXCEEDED");
+    assert!(big.message().contains("content"), "{}", big.message());
+    agent
+        .memories()
+        .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m2".into(), content: content("small") }))
+        .await
+        .expect("within the limit");
+}

@@ -32,7 +32,9 @@ pub struct NodeConfig {
     pub open_mode: OpenMode,
     pub raft: RaftTuning,
     pub net: NetConfig,
-    /// Limits until the cluster's replicated limits are set.
+    /// Limits the state machine applies until the log sets others (`Request::SetLimits`). Every
+    /// replica of a cluster must start with the same value, so nodes pass `Limits::default()` and
+    /// replicate anything else through the log.
     pub limits: Limits,
     /// Complete snapshots kept on disk.
     pub keep_snapshots: usize,

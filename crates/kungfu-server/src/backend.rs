@@ -185,7 +185,8 @@ impl Backend {
             Ok(Some(b)) => {
                 kungfu_storage::envelope::decode(&b, "limits").map_err(|e| status(Code::Unavailable, e.to_string()))
             }
-            Ok(None) => Ok(self.config.limits.clone()),
+            // Until limits are replicated, every replica applies the built-in defaults.
+            Ok(None) => Ok(Limits::default()),
             Err(e) => Err(status(Code::Unavailable, e.to_string())),
         }
     }

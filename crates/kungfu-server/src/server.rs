@@ -21,7 +21,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     nc.advertise = Some(config.raft_advertise());
     nc.api_advertise = config.api_advertise();
     nc.open_mode = OpenMode::CreateIfEmpty;
-    nc.limits = config.limits.clone();
+    // Replicas must decide with identical limits: every node starts from the built-in defaults
+    // and the configured ones are replicated through the log at bootstrap (below).
+    nc.limits = kungfu_core::Limits::default();
     nc.raft = RaftTuning {
         heartbeat_interval: Duration::from_millis(config.raft.heartbeat_ms),
         election_timeout_min: Duration::from_millis(config.raft.election_timeout_min_ms),
@@ -40,6 +42,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let members = voters.iter().map(|p| (p.id, Node { raft: p.raft.clone(), api: p.api.clone() })).collect();
         node.initialize(members).await.map_err(|e| anyhow::anyhow!("initialize: {e}"))?;
         tracing::info!(voters = voters.len(), "cluster initialized");
+        if config.limits != kungfu_core::Limits::default() {
+            replicate_limits(&node, &config.limits).await?;
+        }
     }
 
     let backend = Arc::new(Backend::new(node.clone(), config.clone()));
@@ -105,4 +110,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         }
     }
     Ok(())
+}
+
+/// Replicates the configured limits once this node leads the new cluster (bounded wait).
+async fn replicate_limits(node: &RaftNode, limits: &kungfu_core::Limits) -> anyhow::Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match node.set_limits(limits.clone()).await {
+            Ok(_) => {
+                tracing::info!("configured limits replicated");
+                return Ok(());
+            }
+            Err(kungfu_raft::WriteError::NotLeader { .. }) if start.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(anyhow::anyhow!("replicating the configured limits: {e}")),
+        }
+    }
 }
