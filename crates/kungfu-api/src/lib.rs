@@ -15,10 +15,12 @@
 //! - [`status`]: rejections, malformed fields and failed reads as gRPC statuses with
 //!   `google.rpc.ErrorInfo`, and back, with one table of codes.
 
+pub mod admin;
 pub mod field_error;
 pub mod request;
 pub mod response;
 pub mod status;
+pub mod watch;
 
 pub use field_error::FieldError;
 pub use request::{KeyedAction, SecretMaterial};

@@ -9,11 +9,13 @@
 //! - [`secrets`]: generation of agent keys and admission grants.
 //! - [`server`]: start, bootstrap, serve (with health and reflection), shut down.
 
+pub mod admin;
 pub mod api;
 pub mod backend;
 pub mod config;
 pub mod deadlines;
 pub mod secrets;
 pub mod server;
+pub mod watch;
 
 pub use config::Config;
