@@ -95,6 +95,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
+        // [admin service]
+        // [watch service]
         .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
         .await?;
 
