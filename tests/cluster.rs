@@ -134,3 +134,116 @@ async fn a_three_node_cluster_survives_the_leader_being_killed() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+fn now_micros() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+/// L4, L5: the leader dies just before a deadline is due; the new leader ends the obligation, and
+/// it ends exactly once, also after the old leader comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() {
+    let mut cluster = Cluster::start(3, "");
+    let lead = on_leader(&cluster, None, |c| async move {
+        c.agents().register(c.req(pb::RegisterRequest { idempotency_key: "lead".into() })).await.map(|r| r.into_inner())
+    })
+    .await;
+    let worker = on_leader(&cluster, None, |c| async move {
+        c.agents().register(c.req(pb::RegisterRequest { idempotency_key: "worker".into() })).await.map(|r| r.into_inner())
+    })
+    .await;
+    let Some(pb::receipt::Result::AgentRegistered(w)) = worker.receipt.clone().and_then(|r| r.result) else { panic!() };
+    let (lk, wk) = (Some(lead.agent_key.clone()), Some(worker.agent_key.clone()));
+    let created = on_leader(&cluster, lk.clone(), |c| async move {
+        c.threads()
+            .create(c.req(pb::CreateThreadRequest {
+                idempotency_key: "t".into(),
+                subject: content("s"),
+                grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
+            }))
+            .await
+            .map(|r| r.into_inner())
+    })
+    .await;
+    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.clone().and_then(|r| r.result) else { panic!() };
+    let secret = created.grant_secret.clone();
+    on_leader(&cluster, wk.clone(), |c| {
+        let secret = secret.clone();
+        async move { c.threads().join(c.req(pb::JoinRequest { idempotency_key: "j".into(), grant_secret: secret })).await }
+    })
+    .await;
+    let thread = t.thread.clone();
+    let worker_id = w.agent.clone();
+    let posted = on_leader(&cluster, lk.clone(), |c| {
+        let (thread, worker_id) = (thread.clone(), worker_id.clone());
+        async move {
+            c.threads()
+                .post(c.req(pb::PostRequest {
+                    idempotency_key: "a".into(),
+                    thread,
+                    body: Some(pb::PostBody { kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"do".to_vec() })) }),
+                    reply_to: None,
+                    ask: Some(pb::Ask { agents: vec![] }),
+                    task_ref: None,
+                    assignment: Some(pb::NewAssignment {
+                        addressee: worker_id,
+                        criteria: content("c"),
+                        output_structure: None,
+                        delivery_window_micros: Some(3_000_000),
+                        judgment_window_micros: None,
+                    }),
+                }))
+                .await
+                .map(|r| r.into_inner())
+        }
+    })
+    .await;
+    let Some(pb::receipt::Result::Posted(p)) = posted.receipt.and_then(|r| r.result) else { panic!() };
+    let asg = p.assignment.expect("assignment");
+    let taken = on_leader(&cluster, wk.clone(), |c| {
+        let asg = asg.clone();
+        async move { c.assignments().take(c.req(pb::TakeAssignmentRequest { idempotency_key: "take".into(), assignment: asg })).await.map(|r| r.into_inner()) }
+    })
+    .await;
+    let Some(pb::receipt::Result::AssignmentTaken(tk)) = taken.receipt.and_then(|r| r.result) else { panic!() };
+
+    // Find the leader and kill it shortly before the deadline.
+    let mut leader = None;
+    for node in cluster.nodes.values() {
+        let c = Client { channel: connect(node.api).await, key: lk.clone() };
+        if c.turn().get_turn(c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 1 })).await.is_ok() {
+            leader = Some(node.id);
+        }
+    }
+    let leader = leader.expect("a leader");
+    let wait = tk.delivery_due_unix_micros - now_micros() - 500_000;
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_micros(wait as u64)).await;
+    }
+    cluster.nodes.get_mut(&leader).expect("leader").kill();
+
+    // The new leader ends it: timed out.
+    let start = Instant::now();
+    loop {
+        let a = on_leader(&cluster, lk.clone(), |c| {
+            let asg = asg.clone();
+            async move { c.assignments().get(c.req(pb::GetAssignmentRequest { assignment: asg })).await.map(|r| r.into_inner()) }
+        })
+        .await;
+        if let Some(pb::assignment::State::Ended(e)) = a.state {
+            assert_eq!(e.outcome, pb::AssignmentOutcome::TimedOut as i32);
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the new leader never ended the obligation\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The old leader returns; still exactly one deadline fact for the thread.
+    cluster.nodes.get_mut(&leader).expect("node").start();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ws = on_leader(&cluster, lk.clone(), |c| {
+        let thread = t.thread.clone();
+        async move { c.turn().get_working_set(c.req(pb::GetWorkingSetRequest { object: thread })).await.map(|r| r.into_inner()) }
+    })
+    .await;
+    assert_eq!(ws.history.iter().filter(|h| h.fact == "deadline_passed").count(), 1, "{:?}", ws.history);
+}
