@@ -149,7 +149,10 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
     })
     .await;
     let worker = on_leader(&cluster, None, |c| async move {
-        c.agents().register(c.req(pb::RegisterRequest { idempotency_key: "worker".into() })).await.map(|r| r.into_inner())
+        c.agents()
+            .register(c.req(pb::RegisterRequest { idempotency_key: "worker".into() }))
+            .await
+            .map(|r| r.into_inner())
     })
     .await;
     let Some(pb::receipt::Result::AgentRegistered(w)) = worker.receipt.clone().and_then(|r| r.result) else { panic!() };
@@ -181,7 +184,9 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
                 .post(c.req(pb::PostRequest {
                     idempotency_key: "a".into(),
                     thread,
-                    body: Some(pb::PostBody { kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"do".to_vec() })) }),
+                    body: Some(pb::PostBody {
+                        kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"do".to_vec() })),
+                    }),
                     reply_to: None,
                     ask: Some(pb::Ask { agents: vec![] }),
                     task_ref: None,
@@ -202,7 +207,12 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
     let asg = p.assignment.expect("assignment");
     let taken = on_leader(&cluster, wk.clone(), |c| {
         let asg = asg.clone();
-        async move { c.assignments().take(c.req(pb::TakeAssignmentRequest { idempotency_key: "take".into(), assignment: asg })).await.map(|r| r.into_inner()) }
+        async move {
+            c.assignments()
+                .take(c.req(pb::TakeAssignmentRequest { idempotency_key: "take".into(), assignment: asg }))
+                .await
+                .map(|r| r.into_inner())
+        }
     })
     .await;
     let Some(pb::receipt::Result::AssignmentTaken(tk)) = taken.receipt.and_then(|r| r.result) else { panic!() };
@@ -227,7 +237,9 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
     loop {
         let a = on_leader(&cluster, lk.clone(), |c| {
             let asg = asg.clone();
-            async move { c.assignments().get(c.req(pb::GetAssignmentRequest { assignment: asg })).await.map(|r| r.into_inner()) }
+            async move {
+                c.assignments().get(c.req(pb::GetAssignmentRequest { assignment: asg })).await.map(|r| r.into_inner())
+            }
         })
         .await;
         if let Some(pb::assignment::State::Ended(e)) = a.state {
@@ -242,7 +254,9 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let ws = on_leader(&cluster, lk.clone(), |c| {
         let thread = t.thread.clone();
-        async move { c.turn().get_working_set(c.req(pb::GetWorkingSetRequest { object: thread })).await.map(|r| r.into_inner()) }
+        async move {
+            c.turn().get_working_set(c.req(pb::GetWorkingSetRequest { object: thread })).await.map(|r| r.into_inner())
+        }
     })
     .await;
     assert_eq!(ws.history.iter().filter(|h| h.fact == "deadline_passed").count(), 1, "{:?}", ws.history);

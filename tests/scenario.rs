@@ -45,7 +45,9 @@ async fn assign(lead: &Agent, thread: &str, to: &Agent, key: &str) -> String {
         .post(lead.c.req(pb::PostRequest {
             idempotency_key: key.into(),
             thread: thread.into(),
-            body: Some(pb::PostBody { kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"please".to_vec() })) }),
+            body: Some(pb::PostBody {
+                kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"please".to_vec() })),
+            }),
             reply_to: None,
             ask: Some(pb::Ask { agents: vec![] }),
             task_ref: None,
@@ -65,7 +67,12 @@ async fn assign(lead: &Agent, thread: &str, to: &Agent, key: &str) -> String {
 }
 
 async fn turn(a: &Agent) -> Vec<pb::TurnItem> {
-    a.c.turn().get_turn(a.c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 100 })).await.expect("turn").into_inner().items
+    a.c.turn()
+        .get_turn(a.c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 100 }))
+        .await
+        .expect("turn")
+        .into_inner()
+        .items
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +100,9 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
     let pb::receipt::Result::ThreadCreated(t) = result(created.receipt) else { panic!() };
     for w in &workers {
         w.c.threads()
-            .join(w.c.req(pb::JoinRequest { idempotency_key: "join".into(), grant_secret: created.grant_secret.clone() }))
+            .join(
+                w.c.req(pb::JoinRequest { idempotency_key: "join".into(), grant_secret: created.grant_secret.clone() }),
+            )
             .await
             .expect("join");
     }
@@ -105,22 +114,45 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
     }
     for (w, a) in workers.iter().zip(&asgs) {
         assert!(turn(w).await.is_empty(), "an untaken assignment is an opportunity, not an obligation");
-        w.c.assignments().take(w.c.req(pb::TakeAssignmentRequest { idempotency_key: "take".into(), assignment: a.clone() })).await.expect("take");
         w.c.assignments()
-            .deliver(w.c.req(pb::DeliverAssignmentRequest { idempotency_key: "deliver".into(), assignment: a.clone(), output: text("done") }))
+            .take(w.c.req(pb::TakeAssignmentRequest { idempotency_key: "take".into(), assignment: a.clone() }))
+            .await
+            .expect("take");
+        w.c.assignments()
+            .deliver(w.c.req(pb::DeliverAssignmentRequest {
+                idempotency_key: "deliver".into(),
+                assignment: a.clone(),
+                output: text("done"),
+            }))
             .await
             .expect("deliver");
     }
     assert_eq!(turn(&lead).await.iter().filter(|i| i.next == pb::NextStep::Judge as i32).count(), 3);
     for a in &asgs[..2] {
-        lead.c.assignments().adopt(lead.c.req(pb::AdoptAssignmentRequest { idempotency_key: format!("adopt-{a}"), assignment: a.clone() })).await.expect("adopt");
+        lead.c
+            .assignments()
+            .adopt(
+                lead.c.req(pb::AdoptAssignmentRequest { idempotency_key: format!("adopt-{a}"), assignment: a.clone() }),
+            )
+            .await
+            .expect("adopt");
     }
     lead.c
         .assignments()
-        .reject(lead.c.req(pb::RejectAssignmentRequest { idempotency_key: "reject".into(), assignment: asgs[2].clone(), reason: text("missing tests") }))
+        .reject(lead.c.req(pb::RejectAssignmentRequest {
+            idempotency_key: "reject".into(),
+            assignment: asgs[2].clone(),
+            reason: text("missing tests"),
+        }))
         .await
         .expect("reject");
-    let rejected = workers[2].c.assignments().get(workers[2].c.req(pb::GetAssignmentRequest { assignment: asgs[2].clone() })).await.expect("get").into_inner();
+    let rejected = workers[2]
+        .c
+        .assignments()
+        .get(workers[2].c.req(pb::GetAssignmentRequest { assignment: asgs[2].clone() }))
+        .await
+        .expect("get")
+        .into_inner();
     let Some(pb::assignment::State::Ended(e)) = rejected.state else { panic!("{rejected:?}") };
     assert_eq!(e.outcome, pb::AssignmentOutcome::Rejected as i32);
     assert_eq!(e.rejection_reason, text("missing tests"), "the taker reads the reason");
@@ -148,13 +180,17 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
     let pb::receipt::Result::TaskCreated(tc) = result(task.receipt) else { panic!() };
     let mut engagements = Vec::new();
     for w in &workers {
-        let r = w
-            .c
-            .tasks()
-            .deliver(w.c.req(pb::DeliverTaskRequest { idempotency_key: "haiku".into(), task: tc.task.clone(), output: text("..."), take: true }))
-            .await
-            .expect("take and deliver")
-            .into_inner();
+        let r =
+            w.c.tasks()
+                .deliver(w.c.req(pb::DeliverTaskRequest {
+                    idempotency_key: "haiku".into(),
+                    task: tc.task.clone(),
+                    output: text("..."),
+                    take: true,
+                }))
+                .await
+                .expect("take and deliver")
+                .into_inner();
         let pb::receipt::Result::EngagementDelivered(d) = result(r.receipt) else { panic!() };
         engagements.push(d.engagement);
     }
@@ -163,7 +199,11 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
     for e in engagements.clone() {
         let c = lead_c.clone();
         races.push(tokio::spawn(async move {
-            c.tasks().adopt_engagement(c.req(pb::AdoptEngagementRequest { idempotency_key: format!("adopt-{e}"), engagement: e })).await
+            c.tasks()
+                .adopt_engagement(
+                    c.req(pb::AdoptEngagementRequest { idempotency_key: format!("adopt-{e}"), engagement: e }),
+                )
+                .await
         }));
     }
     let mut adopted = 0;
@@ -176,7 +216,13 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
     }
     assert_eq!(adopted, 2, "§7.4: exactly the maximum is adopted");
     assert_eq!(refused, vec!["ADOPTION_LIMIT_REACHED".to_string()]);
-    let view = lead.c.tasks().get(lead.c.req(pb::GetTaskRequest { task: tc.task.clone(), version: None })).await.expect("task").into_inner();
+    let view = lead
+        .c
+        .tasks()
+        .get(lead.c.req(pb::GetTaskRequest { task: tc.task.clone(), version: None }))
+        .await
+        .expect("task")
+        .into_inner();
     assert_eq!(view.task.expect("task").adopted, 2);
 
     // A deadline ends an engagement by itself: a second Task with a one-second delivery window.
@@ -197,11 +243,23 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
         .expect("task")
         .into_inner();
     let pb::receipt::Result::TaskCreated(q) = result(quick.receipt) else { panic!() };
-    let taken = workers[0].c.tasks().take(workers[0].c.req(pb::TakeTaskRequest { idempotency_key: "q".into(), task: q.task.clone() })).await.expect("take").into_inner();
+    let taken = workers[0]
+        .c
+        .tasks()
+        .take(workers[0].c.req(pb::TakeTaskRequest { idempotency_key: "q".into(), task: q.task.clone() }))
+        .await
+        .expect("take")
+        .into_inner();
     let pb::receipt::Result::Engaged(eng) = result(taken.receipt) else { panic!() };
     let start = Instant::now();
     loop {
-        let e = workers[0].c.tasks().get_engagement(workers[0].c.req(pb::GetEngagementRequest { engagement: eng.engagement.clone() })).await.expect("get").into_inner();
+        let e = workers[0]
+            .c
+            .tasks()
+            .get_engagement(workers[0].c.req(pb::GetEngagementRequest { engagement: eng.engagement.clone() }))
+            .await
+            .expect("get")
+            .into_inner();
         if let Some(pb::engagement::State::Ended(end)) = e.state {
             assert_eq!(end.outcome, pb::EngagementOutcome::TimedOut as i32);
             break;
@@ -212,7 +270,13 @@ async fn a_lead_and_three_workers_share_threads_assignments_and_a_task() {
 
     // Recovery from the turn alone: the redone assignment is the one thing worker 2 has to start,
     // found through its opportunities; everyone else's turn is empty.
-    let opps = workers[2].c.turn().get_opportunities(workers[2].c.req(pb::GetOpportunitiesRequest { cursor: String::new(), page_size: 10 })).await.expect("opps").into_inner();
+    let opps = workers[2]
+        .c
+        .turn()
+        .get_opportunities(workers[2].c.req(pb::GetOpportunitiesRequest { cursor: String::new(), page_size: 10 }))
+        .await
+        .expect("opps")
+        .into_inner();
     assert_eq!(opps.items.len(), 1, "{opps:?}");
     for w in &workers[..2] {
         assert!(turn(w).await.is_empty());
