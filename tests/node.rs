@@ -243,3 +243,77 @@ async fn configured_limits_are_replicated_and_enforced() {
         .await
         .expect("within the limit");
 }
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect metrics");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}
+
+/// L4 at the edge: a burst past the agent's write rate is refused with RATE_LIMITED and a
+/// `retry_after`, with no effect; metrics count actions by kind and outcome, refusals by code, and
+/// publish the raft state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_refuse_with_retry_after_and_metrics_count_what_happened() {
+    let metrics_port = free_port();
+    let cluster = Cluster::start(
+        1,
+        &format!(
+            "metrics_listen = \"127.0.0.1:{metrics_port}\"\n[rate_limits]\nwrites_per_second_per_agent = 1\nwrite_burst = 2\n"
+        ),
+    );
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let start = Instant::now();
+    let agent = loop {
+        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "r".into() })).await {
+            Ok(r) => break Client { channel: anon.channel.clone(), key: Some(r.into_inner().agent_key) },
+            Err(s) => {
+                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let mut limited = None;
+    for i in 0..5 {
+        let r = agent
+            .memories()
+            .create(agent.req(pb::CreateMemoryRequest { idempotency_key: format!("m{i}"), content: content("x") }))
+            .await;
+        if let Err(s) = r {
+            limited = Some((i, s));
+            break;
+        }
+    }
+    let (i, s) = limited.expect("a burst of five writes at one per second is limited");
+    assert!(i >= 2, "the burst of two is allowed");
+    assert_eq!(code(&s), "RATE_LIMITED");
+    let r = kungfu_api::status_rejection(&s).expect("rejection details");
+    assert!(r.retry_after.is_some_and(|m| m.0 > 0), "{r:?}");
+    // Reads have their own budget.
+    agent
+        .turn()
+        .get_turn(agent.req(pb::GetTurnRequest { cursor: String::new(), page_size: 10 }))
+        .await
+        .expect("reads are not limited by writes");
+
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{metrics_port}").parse().expect("addr");
+    let start = Instant::now();
+    let body = loop {
+        let body = http_get(addr, "/metrics").await;
+        if body.contains("kungfu_raft_is_leader 1") {
+            break body;
+        }
+        assert!(start.elapsed() < BOUND, "metrics never showed this node as leader:\n{body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(body.contains("kungfu_actions_total{kind=\"register_agent\",outcome=\"ok\"} 1"), "{body}");
+    assert!(body.contains("kungfu_actions_total{kind=\"create_memory\",outcome=\"ok\"}"), "{body}");
+    assert!(body.contains("kungfu_edge_refusals_total{code=\"RATE_LIMITED\"}"), "{body}");
+    assert!(body.contains("kungfu_action_seconds_bucket"), "{body}");
+    assert!(body.contains("kungfu_raft_applied_index"), "{body}");
+}

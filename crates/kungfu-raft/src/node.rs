@@ -286,6 +286,11 @@ impl RaftNode {
         Some((leader, node))
     }
 
+    /// A copy of openraft's current metrics of this node (role, term, log, membership, replication).
+    pub fn metrics(&self) -> openraft::RaftMetrics<crate::types::TypeConfig> {
+        self.raft.metrics().borrow_watched().clone()
+    }
+
     /// Whether this node is the leader now.
     pub fn is_leader(&self) -> bool {
         self.leader() == Some(self.id)

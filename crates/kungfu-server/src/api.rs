@@ -38,7 +38,7 @@ impl Api {
         request: Request<Q>,
         convert: fn(&Q) -> Result<kungfu_api::KeyedAction, kungfu_api::FieldError>,
     ) -> Result<Response<R>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate_writer(&request).await?;
         let keyed = convert(request.get_ref())?;
         let w = self.b.submit(Principal::Agent(me), keyed).await?;
         Ok(Response::new(R::from_receipt(&w.receipt, w.replayed)))
@@ -49,6 +49,7 @@ impl Api {
 impl pb::agent_service_server::AgentService for Api {
     async fn register(&self, request: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
         // Open registration needs no credential; closed registration needs the operator token.
+        self.b.check_registration(&request)?;
         let principal = if self.b.config.registration.open {
             Principal::Registrar
         } else {
@@ -68,7 +69,7 @@ impl pb::agent_service_server::AgentService for Api {
     ) -> Result<Response<pb::DeactivateAgentResponse>, Status> {
         // An agent may deactivate itself; the operator may deactivate anyone (§4: account state is
         // set by the implementation).
-        let principal = match self.b.authenticate(&request).await {
+        let principal = match self.b.authenticate_writer(&request).await {
             Ok(me) => Principal::Agent(me),
             Err(agent_err) => match self.b.authenticate_operator(&request) {
                 Ok(()) => Principal::Operator,
@@ -128,7 +129,7 @@ impl pb::thread_service_server::ThreadService for Api {
         &self,
         request: Request<pb::CreateThreadRequest>,
     ) -> Result<Response<pb::CreateThreadResponse>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate_writer(&request).await?;
         let (grant, material) = secret(secrets::GRANT_PREFIX)?;
         let keyed = rq::create_thread_action(request.get_ref(), &material)?;
         let w = self.b.submit(Principal::Agent(me), keyed).await?;
@@ -139,7 +140,7 @@ impl pb::thread_service_server::ThreadService for Api {
         &self,
         request: Request<pb::IssueGrantRequest>,
     ) -> Result<Response<pb::IssueGrantResponse>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate_writer(&request).await?;
         let (grant, material) = secret(secrets::GRANT_PREFIX)?;
         let keyed = rq::issue_grant_action(request.get_ref(), &material)?;
         let w = self.b.submit(Principal::Agent(me), keyed).await?;

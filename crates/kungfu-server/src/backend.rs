@@ -17,6 +17,7 @@ pub struct Backend {
     pub config: Arc<Config>,
     /// The last time this node stamped, so stamps strictly increase (DESIGN §3).
     last_stamp: Mutex<Timestamp>,
+    pub rate: crate::ratelimit::RateLimits,
 }
 
 impl std::fmt::Debug for Backend {
@@ -33,12 +34,19 @@ pub struct Written {
 }
 
 fn status(code: Code, message: impl Into<String>) -> Status {
-    rejection_status(&Rejection::new(code, message))
+    refuse(&Rejection::new(code, message))
+}
+
+/// A refusal at the edge: counted, then answered with its stable code.
+fn refuse(r: &Rejection) -> Status {
+    crate::metrics::refused(r.code.as_str());
+    rejection_status(r)
 }
 
 impl Backend {
     pub fn new(node: Arc<RaftNode>, config: Arc<Config>) -> Backend {
-        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO) }
+        let rate = crate::ratelimit::RateLimits::new(&config.rate_limits);
+        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate }
     }
 
     /// The answer to a call that reached a follower: nothing happened; the leader's API address,
@@ -72,6 +80,27 @@ impl Backend {
     /// does not know yet is looked up again after a read-index round, so an agent registered a
     /// moment ago on another leader is never refused for this node's lag.
     pub async fn authenticate<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
+        let agent = self.identify(req).await?;
+        self.rate.read(agent.0).map_err(|r| refuse(&r))?;
+        Ok(agent)
+    }
+
+    /// [`Backend::authenticate`] for a write: counted against the agent's write rate.
+    pub async fn authenticate_writer<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
+        let agent = self.identify(req).await?;
+        self.rate.write(agent.0).map_err(|r| refuse(&r))?;
+        Ok(agent)
+    }
+
+    /// Registrations are limited per client address.
+    pub fn check_registration<T>(&self, req: &tonic::Request<T>) -> Result<(), Status> {
+        match req.remote_addr() {
+            Some(addr) => self.rate.registration(addr.ip()).map_err(|r| refuse(&r)),
+            None => Ok(()),
+        }
+    }
+
+    async fn identify<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
         let header = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
         let Some(key) = header.strip_prefix("Bearer ") else {
             return Err(status(
@@ -148,16 +177,27 @@ impl Backend {
 
     async fn submit_command(&self, cmd: Command) -> Result<Written, Status> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
-        match self.node.write_within(cmd, timeout).await {
-            Ok((Response::Applied { outcome: Ok(receipt), replayed }, _)) => Ok(Written { receipt, replayed }),
-            Ok((Response::Applied { outcome: Err(rejection), .. }, _)) => Err(rejection_status(&rejection)),
-            Ok((Response::Done, _)) => Err(status(Code::Unavailable, "the log answered a command with no result")),
-            Err(WriteError::NotLeader { .. }) => Err(self.not_leader()),
-            // L3: an indeterminate write may have been applied; the same key returns its receipt.
-            Err(e @ WriteError::Indeterminate(_)) | Err(e @ WriteError::Fatal(_)) => {
-                Err(status(Code::Unavailable, format!("{e}; retry the same request with the same idempotency key")))
+        let kind = cmd.action.kind().as_str();
+        let started = std::time::Instant::now();
+        let (outcome, result) = match self.node.write_within(cmd, timeout).await {
+            Ok((Response::Applied { outcome: Ok(receipt), replayed }, _)) => {
+                (if replayed { "replayed" } else { "ok" }, Ok(Written { receipt, replayed }))
             }
-        }
+            Ok((Response::Applied { outcome: Err(rejection), .. }, _)) => {
+                (rejection.code.as_str(), Err(rejection_status(&rejection)))
+            }
+            Ok((Response::Done, _)) => {
+                ("indeterminate", Err(status(Code::Unavailable, "the log answered a command with no result")))
+            }
+            Err(WriteError::NotLeader { .. }) => ("NOT_LEADER", Err(self.not_leader())),
+            // L3: an indeterminate write may have been applied; the same key returns its receipt.
+            Err(e @ WriteError::Indeterminate(_)) | Err(e @ WriteError::Fatal(_)) => (
+                "indeterminate",
+                Err(status(Code::Unavailable, format!("{e}; retry the same request with the same idempotency key"))),
+            ),
+        };
+        crate::metrics::action(kind, outcome, started.elapsed());
+        result
     }
 
     /// A linearizable read on one consistent snapshot (§9, DESIGN §8).

@@ -101,6 +101,10 @@ pub struct Config {
     pub limits: Limits,
     pub raft: RaftSettings,
     pub api: ApiSettings,
+    /// Per-agent rate limits at the edge (L4).
+    pub rate_limits: crate::ratelimit::RateSettings,
+    /// Where Prometheus metrics are served (`/metrics`); None serves none.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -120,6 +124,8 @@ impl Default for Config {
             limits: Limits::default(),
             raft: RaftSettings::default(),
             api: ApiSettings::default(),
+            rate_limits: crate::ratelimit::RateSettings::default(),
+            metrics_listen: None,
         }
     }
 }

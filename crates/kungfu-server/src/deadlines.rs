@@ -51,6 +51,7 @@ async fn tick(b: &Backend) -> Duration {
         match b.submit_system(Action::Expire { obligation: item.obligation, due_at: item.due_at }).await {
             Ok(_) => {
                 let late = now().since(item.due_at);
+                crate::metrics::deadline_lateness(std::time::Duration::from_micros(late.0));
                 tracing::info!(obligation = ?item.obligation, lateness_us = late.0, "deadline ended an obligation");
             }
             // Already ended by an earlier proposal or by an action that settled it first.

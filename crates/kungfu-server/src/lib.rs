@@ -6,6 +6,8 @@
 //!   their applied result, linearizable reads on one snapshot, "not the leader" with its address.
 //! - [`api`]: the six public services of `proto/kungfu/v1`.
 //! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
+//! - [`metrics`]: Prometheus metrics (actions, rejections, raft, deadline lateness).
+//! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
 //! - [`secrets`]: generation of agent keys and admission grants.
 //! - [`server`]: start, bootstrap, serve (with health and reflection), shut down.
 
@@ -14,6 +16,8 @@ pub mod api;
 pub mod backend;
 pub mod config;
 pub mod deadlines;
+pub mod metrics;
+pub mod ratelimit;
 pub mod secrets;
 pub mod server;
 pub mod watch;

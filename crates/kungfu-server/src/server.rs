@@ -58,7 +58,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let max = config.api.max_message_bytes;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let scheduler = tokio::spawn(crate::deadlines::run(backend.clone(), stop_rx));
+    let scheduler = tokio::spawn(crate::deadlines::run(backend.clone(), stop_rx.clone()));
+    if let Some(addr) = config.metrics_listen {
+        crate::metrics::install(addr)?;
+        tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
+    }
+    let gauges = tokio::spawn(crate::metrics::raft_gauges(node.clone(), stop_rx));
 
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
     tracing::info!(api = %listener.local_addr()?, "serving the public API");
@@ -104,6 +109,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     health.set_not_serving::<pb::turn_service_server::TurnServiceServer<Api>>().await;
     let _ = stop_tx.send(true);
     let _ = scheduler.await;
+    let _ = gauges.await;
     drop(backend);
     match Arc::try_unwrap(node) {
         Ok(node) => node.shutdown().await,
