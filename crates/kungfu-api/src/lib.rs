@@ -3,6 +3,8 @@
 //! validation of their form happens here; the protocol's own rules stay in the core).
 //!
 //! Table of contents:
+//! - [`admin`]: the operator service's request checks (cluster status, membership, snapshots, backup).
+//! - [`watch`]: watch stream requests, turn cursors and turn change events.
 //! - [`pb`]: the generated messages, clients and servers, and the descriptor set for reflection.
 //! - [`field_error`]: [`FieldError`], the one error of wire-to-domain conversion, naming the
 //!   request field at fault by its full path (`assignment.delivery_window_micros`, `ask.agents[2]`).

@@ -258,6 +258,19 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
     })
 }
 
+/// The one Thread or Task an action acts on, if it acts on exactly one: the server serializes
+/// competing actions on that object through its actor (DESIGN §3). Actions on several objects
+/// (deactivation) or on none (registration, Memories) return None.
+pub fn actor_object(state: &dyn StateRead, action: &Action) -> Result<Option<ObjectRef>, StateError> {
+    match action {
+        Action::DeactivateAgent { .. } | Action::Expire { .. } => Ok(None),
+        other => {
+            let mut targets = settle_targets(state, other)?;
+            Ok(if targets.len() == 1 { targets.pop() } else { None })
+        }
+    }
+}
+
 /// The object an obligation belongs to.
 pub fn obligation_object(state: &dyn StateRead, id: ObligationId) -> Result<Option<ObjectRef>, StateError> {
     Ok(match id {

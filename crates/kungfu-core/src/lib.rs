@@ -36,7 +36,7 @@ pub mod testkit;
 pub mod validate;
 
 pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewGrant, PostBody, Principal};
-pub use decide::obligation_object;
+pub use decide::{actor_object, obligation_object};
 pub use engine::{Applied, apply};
 pub use fact::{ExpiryResult, Fact, JournaledFact, Verdict};
 pub use limits::Limits;

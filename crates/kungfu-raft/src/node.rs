@@ -333,6 +333,45 @@ impl RaftNode {
     }
 }
 
+/// Prepares a data directory whose state store was just replaced by a restored backup, and whose
+/// log is still empty, to start as a one-node cluster of `node_id` reachable at `node` (used by
+/// the server's restore). The membership kept with the state is replaced by this node alone, and
+/// the vote is set to the term of the last applied entry, so the node's first election is in a
+/// later term than every entry its state has seen. At start, openraft then takes the restored state
+/// as applied, purges the empty log up to it, builds a snapshot of it and elects this node.
+/// Returns the last applied log id of the restored state.
+pub async fn adopt_restored_state(
+    stores: &kungfu_storage::Stores,
+    node_id: NodeId,
+    node: Node,
+) -> Result<LogId, kungfu_storage::Error> {
+    use crate::state_machine::MEMBERSHIP;
+    use kungfu_storage::envelope;
+    use openraft::storage::{RaftLogReader, RaftLogStorage};
+    let corrupt = |what: String| kungfu_storage::Error::Corrupt { what };
+    let applied: LogId = match stores.state.get_meta(LAST_APPLIED)? {
+        Some(b) => envelope::decode(&b, LAST_APPLIED)?,
+        None => return Err(corrupt("the restored state holds no applied entry".into())),
+    };
+    let mut log = crate::log::RaftLog::new(stores.log.clone());
+    let vote = log.read_vote().await.map_err(|e| corrupt(e.to_string()))?;
+    if stores.log.last()?.is_some() || vote.is_some() {
+        return Err(corrupt("a restored node must start with an empty log".into()));
+    }
+    let previous: crate::types::StoredMembership = match stores.state.get_meta(MEMBERSHIP)? {
+        Some(b) => envelope::decode(&b, MEMBERSHIP)?,
+        None => Default::default(),
+    };
+    let at = previous.log_id().clone().or_else(|| Some(applied.clone()));
+    let alone = openraft::Membership::new(vec![BTreeSet::from([node_id])], BTreeMap::from([(node_id, node)]))
+        .map_err(|e| corrupt(e.to_string()))?;
+    let membership = crate::types::StoredMembership::new(at, alone);
+    stores.state.commit(&Default::default(), &[(MEMBERSHIP, Some(envelope::encode(&membership)))])?;
+    let vote = crate::types::Vote::new(applied.leader_id.term, node_id);
+    log.save_vote(&vote).await.map_err(|e| corrupt(e.to_string()))?;
+    Ok(applied)
+}
+
 fn classify(e: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>) -> WriteError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {

@@ -18,6 +18,8 @@ pub struct Backend {
     /// The last time this node stamped, so stamps strictly increase (DESIGN §3).
     last_stamp: Mutex<Timestamp>,
     pub rate: crate::ratelimit::RateLimits,
+    /// The actors of live Threads and Tasks (DESIGN §3).
+    pub actors: Arc<crate::actors::Actors>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -46,7 +48,8 @@ fn refuse(r: &Rejection) -> Status {
 impl Backend {
     pub fn new(node: Arc<RaftNode>, config: Arc<Config>) -> Backend {
         let rate = crate::ratelimit::RateLimits::new(&config.rate_limits);
-        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate }
+        let actors = Arc::new(crate::actors::Actors::new(config.actors.clone()));
+        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors }
     }
 
     /// The answer to a call that reached a follower: nothing happened; the leader's API address,
@@ -157,13 +160,43 @@ impl Backend {
         Ok(ts)
     }
 
-    /// Replicates a command and answers from its applied result.
-    pub async fn submit(&self, principal: Principal, keyed: KeyedAction) -> Result<Written, Status> {
+    /// Replicates a command and answers from its applied result. An action on one Thread or Task
+    /// goes through that object's actor, which serializes and pre-checks it.
+    pub async fn submit(self: &Arc<Self>, principal: Principal, keyed: KeyedAction) -> Result<Written, Status> {
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
         let cmd = Command::new(principal, keyed.action, Some(keyed.key), self.stamp()?);
-        self.submit_command(cmd).await
+        let object = self
+            .node
+            .state
+            .read(|s| kungfu_core::actor_object(s, &cmd.action))
+            .map_err(|e| status(Code::Unavailable, e.to_string()))?;
+        match object {
+            Some(object) => self.actors.dispatch(self, object, cmd).await,
+            None => self.submit_command(cmd).await,
+        }
+    }
+
+    /// Decides `cmd` against one snapshot without writing anything. Returns the answer when no log
+    /// write is needed: a definite rejection, or the stored receipt of a replayed request (L3).
+    /// Otherwise None: the command must go through raft, where apply decides again.
+    pub fn precheck(&self, cmd: &Command) -> Option<Result<Written, Status>> {
+        let limits = self.limits().ok()?;
+        let started = std::time::Instant::now();
+        let applied = self.node.state.read(|s| kungfu_core::apply(s, cmd, &limits)).ok()?;
+        let kind = cmd.action.kind().as_str();
+        match applied.outcome {
+            Err(r) if r.definite => {
+                crate::metrics::action(kind, r.code.as_str(), started.elapsed());
+                Some(Err(rejection_status(&r)))
+            }
+            Ok(receipt) if applied.replayed => {
+                crate::metrics::action(kind, "replayed", started.elapsed());
+                Some(Ok(Written { receipt, replayed: true }))
+            }
+            _ => None,
+        }
     }
 
     /// Replicates a system command (deadline expiry; no key, no receipt stored).
@@ -175,7 +208,8 @@ impl Backend {
         self.submit_command(cmd).await
     }
 
-    async fn submit_command(&self, cmd: Command) -> Result<Written, Status> {
+    /// Proposes a command through raft and answers from its applied result.
+    pub(crate) async fn submit_command(&self, cmd: Command) -> Result<Written, Status> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         let kind = cmd.action.kind().as_str();
         let started = std::time::Instant::now();

@@ -105,6 +105,8 @@ pub struct Config {
     pub rate_limits: crate::ratelimit::RateSettings,
     /// Where Prometheus metrics are served (`/metrics`); None serves none.
     pub metrics_listen: Option<SocketAddr>,
+    /// Per-object actors: how many live at once, idle timeout, mailbox bound.
+    pub actors: crate::actors::ActorSettings,
 }
 
 impl Default for Config {
@@ -126,6 +128,7 @@ impl Default for Config {
             api: ApiSettings::default(),
             rate_limits: crate::ratelimit::RateSettings::default(),
             metrics_listen: None,
+            actors: crate::actors::ActorSettings::default(),
         }
     }
 }
@@ -196,6 +199,9 @@ impl Config {
         }
         if !self.registration.open && self.operator_token.is_none() {
             return Err(bad("registration.open", "closed registration needs an operator_token"));
+        }
+        if self.actors.max_live == 0 || self.actors.max_pending == 0 {
+            return Err(bad("actors", "max_live and max_pending must be at least 1"));
         }
         if self.limits.default_page_size == 0 || self.limits.default_page_size > self.limits.max_page_size {
             return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));

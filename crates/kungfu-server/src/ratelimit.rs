@@ -93,7 +93,11 @@ mod tests {
 
     #[test]
     fn a_burst_past_the_limit_is_refused_with_retry_after_and_other_agents_are_unaffected() {
-        let l = RateLimits::new(&RateSettings { writes_per_second_per_agent: 1, write_burst: 3, ..RateSettings::default() });
+        let l = RateLimits::new(&RateSettings {
+            writes_per_second_per_agent: 1,
+            write_burst: 3,
+            ..RateSettings::default()
+        });
         for _ in 0..3 {
             assert!(l.write(1).is_ok());
         }

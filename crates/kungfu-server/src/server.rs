@@ -63,8 +63,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         crate::metrics::install(addr)?;
         tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
     }
-    let gauges = tokio::spawn(crate::metrics::raft_gauges(node.clone(), stop_rx));
+    let gauges = tokio::spawn(crate::metrics::raft_gauges(node.clone(), stop_rx.clone()));
+    let sweeper = tokio::spawn(backend.actors.clone().run_sweeper(stop_rx));
 
+    // Open watch streams would hold tonic's graceful shutdown forever; they end when it begins.
+    let watch = crate::watch::WatchService::new(backend.clone());
+    let shutdown = {
+        let watch = watch.clone();
+        async move {
+            shutdown.await;
+            watch.stop();
+        }
+    };
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
     tracing::info!(api = %listener.local_addr()?, "serving the public API");
     tonic::transport::Server::builder()
@@ -100,8 +110,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
-        // [admin service]
-        // [watch service]
+        .add_service(crate::admin::service(backend.clone()))
+        .add_service(watch.clone().into_server(max))
         .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
         .await?;
 
@@ -110,6 +120,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let _ = stop_tx.send(true);
     let _ = scheduler.await;
     let _ = gauges.await;
+    let _ = sweeper.await;
     drop(backend);
     match Arc::try_unwrap(node) {
         Ok(node) => node.shutdown().await,

@@ -1,1 +1,509 @@
-//! (being written)
+//! Watch streams (`kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`, DESIGN §10): the
+//! caller's turn as a replica it keeps, and a thread's entries after a sequence number. They only
+//! speed work up (§8: correct recovery never depends on them): every event is a pure read of the
+//! core on one snapshot, the same reads GetTurn and Timeline answer from.
+//!
+//! How a stream runs:
+//! - The call is authenticated like every other ([`Backend::authenticate`]: leader only), then one
+//!   linearizable read round makes the first event reflect every write acknowledged before the call.
+//!   Errors of that first read (NOT_FOUND for a non-member, a malformed cursor) are the call's status.
+//! - One task per stream feeds a bounded channel ([`STREAM_BUFFER`]) that tonic drains. The task
+//!   sleeps until the node applies something (a single hub task per service watches the raft
+//!   metrics and republishes only the applied index and leadership, so heartbeats wake no stream),
+//!   or at most [`FALLBACK_POLL`]. Before each read it marks the applied index it acts on as seen,
+//!   so a command applied after the read always wakes it again: no change is missed.
+//! - A send waits for two free slots and uses one, so the final status always fits in the channel.
+//! - The stream ends with NOT_LEADER when this node stops leading, with UNAVAILABLE when the node
+//!   shuts down (the server calls [`WatchService::stop`], or raft stops), with NOT_FOUND when a thread watcher stops
+//!   being a member, with OK when a watched thread is closed and drained, and silently when the
+//!   client goes away. Every end releases the agent's stream slot ([`MAX_STREAMS_PER_AGENT`]).
+//!
+//! Shutdown: tonic's graceful shutdown waits for every open response stream, so open watches must
+//! end on their own: the server calls [`WatchService::stop`] when its shutdown begins.
+
+use crate::backend::Backend;
+use kungfu_api::pb;
+use kungfu_api::watch::{self as wire, TurnCursor, TurnDelta};
+use kungfu_core::model::{Entry, ObligationId};
+use kungfu_core::read::{self, ReadError, TurnItem};
+use kungfu_core::{Limits, StateExt};
+use kungfu_types::{AgentId, Code, EntrySeq, Micros, Rejection, ThreadId, Timestamp};
+use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// Open watch streams one agent may hold at once; one more is refused with RATE_LIMITED.
+pub const MAX_STREAMS_PER_AGENT: usize = 8;
+/// Events buffered per stream before the server waits for the client to read.
+pub const STREAM_BUFFER: usize = 64;
+/// A turn watch follows at most this many obligations; a larger turn ends the stream with
+/// LIMIT_EXCEEDED (GetTurn pages through any size).
+pub const MAX_WATCHED_TURN: usize = 10_000;
+/// The longest a stream sleeps without looking at the state again (a turn item's next step turns
+/// to `wait` when its deadline passes, with no command applied).
+pub const FALLBACK_POLL: Duration = Duration::from_secs(1);
+/// Most items (upserted plus removed) in one turn event.
+const TURN_EVENT_ITEMS: usize = 100;
+
+type EventStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+
+/// What streams wake on: the node's applied index and leadership, and whether the node stops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Progress {
+    applied: Option<u64>,
+    leading: bool,
+    stopping: bool,
+}
+
+/// The watch service. Cheap to clone; all clones share the hub and the per-agent stream counts.
+#[derive(Clone, Debug)]
+pub struct WatchService {
+    b: Arc<Backend>,
+    progress: watch::Receiver<Progress>,
+    stop: Arc<watch::Sender<Progress>>,
+    open: Arc<Mutex<HashMap<AgentId, usize>>>,
+    max_per_agent: usize,
+}
+
+impl WatchService {
+    /// A service with the default per-agent cap. Spawns the hub; call inside the runtime.
+    pub fn new(b: Arc<Backend>) -> WatchService {
+        WatchService::with_max_streams(b, MAX_STREAMS_PER_AGENT)
+    }
+
+    pub fn with_max_streams(b: Arc<Backend>, max_per_agent: usize) -> WatchService {
+        let initial = Progress { applied: b.node.applied_index(), leading: b.node.is_leader(), stopping: false };
+        let (tx, progress) = watch::channel(initial);
+        let tx = Arc::new(tx);
+        tokio::spawn(hub(b.node.raft.clone(), b.node.id, tx.clone()));
+        WatchService { b, progress, stop: tx, open: Arc::new(Mutex::new(HashMap::new())), max_per_agent }
+    }
+
+    /// The tonic service with the API's message size bounds.
+    pub fn into_server(self, max_message_bytes: usize) -> pb::watch_service_server::WatchServiceServer<WatchService> {
+        pb::watch_service_server::WatchServiceServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+
+    /// Ends every open stream with UNAVAILABLE (the node is shutting down) and refuses new ones.
+    pub fn stop(&self) {
+        self.stop.send_modify(|p| p.stopping = true);
+    }
+
+    fn acquire(&self, agent: AgentId) -> Result<Slot, Status> {
+        let mut open = lock(&self.open);
+        let n = open.entry(agent).or_insert(0);
+        if *n >= self.max_per_agent {
+            return Err(refuse(
+                Rejection::new(
+                    Code::RateLimited,
+                    format!(
+                        "{agent} already has {} watch streams open, the most one agent may hold; close one or retry later",
+                        self.max_per_agent
+                    ),
+                )
+                .with_retry_after(Micros(1_000_000)),
+            ));
+        }
+        *n += 1;
+        Ok(Slot { open: self.open.clone(), agent })
+    }
+
+    /// The common start of both streams: a stream slot, the limits after one linearizable read
+    /// round, and the feed whose progress is marked seen.
+    async fn open<T: Send + 'static>(
+        &self,
+        me: AgentId,
+    ) -> Result<(Feed<T>, Limits, mpsc::Receiver<Result<T, Status>>), Status> {
+        let slot = self.acquire(me)?;
+        let limits = self.b.read(|_, l, _| Ok(l.clone())).await?;
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let mut feed =
+            Feed { b: self.b.clone(), tx, progress: self.progress.clone(), stop: self.progress.clone(), _slot: slot };
+        feed.check().map_err(|end| match end {
+            End::Status(s) => s,
+            End::Gone | End::Closed => Status::cancelled("the stream ended before it started"),
+        })?;
+        Ok((feed, limits, rx))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+fn refuse(r: Rejection) -> Status {
+    crate::metrics::refused(r.code.as_str());
+    kungfu_api::rejection_status(&r)
+}
+
+/// One open stream of one agent; dropping it frees the slot.
+#[derive(Debug)]
+struct Slot {
+    open: Arc<Mutex<HashMap<AgentId, usize>>>,
+    agent: AgentId,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = lock(&self.open);
+        if let Some(n) = open.get_mut(&self.agent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.agent);
+            }
+        }
+    }
+}
+
+// --- The hub --------------------------------------------------------------------------------------
+
+/// Republishes the applied index and leadership from the raft metrics (which also change on every
+/// heartbeat) and marks the service stopping when raft shuts down.
+async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>) {
+    loop {
+        let seen = *tx.borrow();
+        if seen.stopping {
+            return;
+        }
+        let wait = raft.wait(None);
+        let changed = wait.metrics(
+            move |m| {
+                (m.last_applied.as_ref().map(|l| l.index), m.current_leader == Some(id)) != (seen.applied, seen.leading)
+            },
+            "watch streams: applied index or leadership changed",
+        );
+        tokio::select! {
+            r = changed => match r {
+                Ok(m) => {
+                    let applied = m.last_applied.as_ref().map(|l| l.index);
+                    let leading = m.current_leader == Some(id);
+                    tx.send_modify(|p| {
+                        p.applied = applied;
+                        p.leading = leading;
+                    });
+                }
+                // Raft is shutting down.
+                Err(_) => break,
+            },
+            // The service and every stream are gone.
+            () = tx.closed() => return,
+        }
+    }
+    tx.send_modify(|p| p.stopping = true);
+}
+
+// --- One stream -----------------------------------------------------------------------------------
+
+/// Why a stream ends.
+#[derive(Debug)]
+enum End {
+    /// The client went away: nothing to send.
+    Gone,
+    /// The watched thread is closed and drained: end with OK.
+    Closed,
+    /// End with this status.
+    Status(Status),
+}
+
+/// The sending side of one stream.
+#[derive(Debug)]
+struct Feed<T> {
+    b: Arc<Backend>,
+    tx: mpsc::Sender<Result<T, Status>>,
+    /// Wakes the read loop; its seen mark is the applied index the last read acted on.
+    progress: watch::Receiver<Progress>,
+    /// Watched while a send waits for the client, so a stop is never stuck behind a slow reader.
+    stop: watch::Receiver<Progress>,
+    _slot: Slot,
+}
+
+impl<T: Send + 'static> Feed<T> {
+    /// Marks the current progress seen (the next read sees at least it) and checks that the
+    /// stream may go on.
+    fn check(&mut self) -> Result<(), End> {
+        let p = *self.progress.borrow_and_update();
+        verdict(&self.b, p)
+    }
+
+    /// Sends one event, waiting for the client while keeping one slot free for a final status.
+    async fn send(&mut self, event: T) -> Result<(), End> {
+        let (tx, stop, b) = (&self.tx, &mut self.stop, &self.b);
+        let stopped = async {
+            loop {
+                if let Err(end) = verdict(b, *stop.borrow_and_update()) {
+                    return end;
+                }
+                if stop.changed().await.is_err() {
+                    return stopping(b);
+                }
+            }
+        };
+        tokio::select! {
+            permits = tx.reserve_many(2) => match permits {
+                Ok(mut permits) => {
+                    if let Some(p) = permits.next() {
+                        p.send(Ok(event));
+                    }
+                    Ok(())
+                }
+                Err(_) => Err(End::Gone),
+            },
+            end = stopped => Err(end),
+        }
+    }
+
+    /// Sleeps until the node applies something, at most [`FALLBACK_POLL`].
+    async fn wait(&mut self) -> Result<(), End> {
+        tokio::select! {
+            r = self.progress.changed() => {
+                if r.is_err() {
+                    // The hub is gone: the node is stopping.
+                    return Err(stopping(&self.b));
+                }
+            }
+            () = tokio::time::sleep(FALLBACK_POLL) => {}
+            () = self.tx.closed() => return Err(End::Gone),
+        }
+        Ok(())
+    }
+
+    /// Ends the stream: the status goes after every event already queued.
+    fn finish(self, end: End) {
+        if let End::Status(s) = end {
+            let _ = self.tx.try_send(Err(s));
+        }
+    }
+}
+
+/// Whether a stream may go on: the node is not stopping and still leads.
+fn verdict(b: &Backend, p: Progress) -> Result<(), End> {
+    if p.stopping {
+        return Err(stopping(b));
+    }
+    // The hub may lag the metrics by a moment; the node's own view decides.
+    if !b.node.is_leader() {
+        return Err(End::Status(not_leader(b)));
+    }
+    Ok(())
+}
+
+fn stopping(b: &Backend) -> End {
+    End::Status(refuse(Rejection::new(
+        Code::Unavailable,
+        format!("node {} is shutting down; reconnect to the leader with your last resume token", b.node.id),
+    )))
+}
+
+/// NOT_LEADER with the leader's API address when known, as every call answers on a follower.
+fn not_leader(b: &Backend) -> Status {
+    let leader = b.node.leader_node();
+    let message = match &leader {
+        Some((id, node)) if !node.api.is_empty() && *id != b.node.id => format!(
+            "node {} is no longer the leader; node {id} is, at {}: watch there with your last resume token",
+            b.node.id, node.api
+        ),
+        _ => format!("node {} is no longer the leader; reconnect shortly with your last resume token", b.node.id),
+    };
+    let mut s = refuse(Rejection::new(Code::NotLeader, message));
+    if let Some((id, node)) = leader {
+        if id != b.node.id {
+            if let Ok(v) = node.api.parse() {
+                s.metadata_mut().insert("leader", v);
+            }
+        }
+    }
+    s
+}
+
+fn read_status(e: &ReadError) -> Status {
+    if let ReadError::State(s) = e {
+        tracing::warn!(error = %s, "a watch stream could not read the state");
+    }
+    kungfu_api::read_error_status(e)
+}
+
+fn wall_now() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0),
+    )
+}
+
+// --- The turn -------------------------------------------------------------------------------------
+
+/// The whole turn of `me` on one snapshot, and an applied index that snapshot reflects (read
+/// before the snapshot is taken: the metrics report an index only once its commit is in storage).
+fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Status> {
+    let applied = b.node.applied_index().unwrap_or(0);
+    let now = wall_now();
+    let items = b.node.state.read(|s| {
+        let mut items = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = read::turn(s, me, cursor.as_ref(), limits.max_page_size, now, limits)?;
+            items.extend(page.items);
+            if items.len() > MAX_WATCHED_TURN {
+                return Err(ReadError::Rejected(Rejection::new(
+                    Code::LimitExceeded,
+                    format!(
+                        "your turn holds more than {MAX_WATCHED_TURN} obligations, more than a watch follows; page through GetTurn"
+                    ),
+                )));
+            }
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(items),
+            }
+        }
+    });
+    items.map(|items| (applied, items)).map_err(|e| read_status(&e))
+}
+
+/// Sends a change set, in parts when large.
+async fn send_turn(feed: &mut Feed<pb::TurnEvent>, delta: TurnDelta, cursor: &TurnCursor) -> Result<(), End> {
+    for event in delta.into_events(cursor, TURN_EVENT_ITEMS) {
+        feed.send(event).await?;
+    }
+    Ok(())
+}
+
+async fn run_turn(
+    feed: &mut Feed<pb::TurnEvent>,
+    me: AgentId,
+    limits: Limits,
+    first: TurnDelta,
+    cursor: TurnCursor,
+    mut sent: BTreeMap<ObligationId, TurnItem>,
+) -> Result<(), End> {
+    send_turn(feed, first, &cursor).await?;
+    let mut digest = cursor.digest;
+    loop {
+        feed.wait().await?;
+        feed.check()?;
+        let (applied, items) = read_turn(&feed.b, me, &limits).map_err(End::Status)?;
+        let now = wire::turn_digest(me, &items);
+        if now == digest {
+            continue;
+        }
+        let delta = TurnDelta::between(&sent, &items);
+        wire::apply_delta(&mut sent, &delta);
+        digest = now;
+        send_turn(feed, delta, &TurnCursor { applied_index: applied, digest }).await?;
+    }
+}
+
+// --- A thread -------------------------------------------------------------------------------------
+
+/// One batch of a thread watch, read on one snapshot with the membership check (§9).
+#[derive(Debug)]
+struct Batch {
+    applied: u64,
+    entries: Vec<Entry>,
+    /// The thread is closed in the same snapshot: no entry can follow these.
+    closed: bool,
+}
+
+fn read_batch(
+    b: &Backend,
+    me: AgentId,
+    thread: ThreadId,
+    after: Option<EntrySeq>,
+    page_size: usize,
+    limits: &Limits,
+) -> Result<Batch, Status> {
+    let applied = b.node.applied_index().unwrap_or(0);
+    b.node
+        .state
+        .read(|s| {
+            let entries = read::timeline(s, me, thread, after, page_size, limits)?;
+            let closed = s.thread(thread)?.is_none_or(|t| !t.is_open());
+            Ok::<_, ReadError>(Batch { applied, entries, closed })
+        })
+        .map_err(|e| read_status(&e))
+}
+
+async fn run_thread(
+    feed: &mut Feed<pb::ThreadEvent>,
+    me: AgentId,
+    thread: ThreadId,
+    mut after: Option<EntrySeq>,
+    page_size: usize,
+    limits: Limits,
+    mut batch: Batch,
+) -> Result<(), End> {
+    let page = limits.page_size(page_size);
+    loop {
+        if let Some(last) = batch.entries.last() {
+            after = Some(last.seq);
+            feed.send(wire::thread_event(&batch.entries, batch.applied)).await?;
+        }
+        if batch.entries.len() < page {
+            if batch.closed {
+                return Err(End::Closed);
+            }
+            feed.wait().await?;
+        }
+        // A full page: more backlog may follow at once; still re-check leadership between pages.
+        feed.check()?;
+        batch = read_batch(&feed.b, me, thread, after, page_size, &limits).map_err(End::Status)?;
+    }
+}
+
+// --- The service ----------------------------------------------------------------------------------
+
+#[tonic::async_trait]
+impl pb::watch_service_server::WatchService for WatchService {
+    type WatchTurnStream = EventStream<pb::TurnEvent>;
+
+    async fn watch_turn(
+        &self,
+        request: Request<pb::WatchTurnRequest>,
+    ) -> Result<Response<Self::WatchTurnStream>, Status> {
+        let me = self.b.authenticate(&request).await?;
+        let resume = wire::watch_turn_query(request.get_ref())?;
+        let (mut feed, limits, rx) = self.open(me).await?;
+        let (applied, items) = read_turn(&self.b, me, &limits)?;
+        let digest = wire::turn_digest(me, &items);
+        let first = match resume {
+            // The client holds exactly this turn: confirm it with a new cursor, resend nothing.
+            Some(c) if c.digest == digest => TurnDelta::default(),
+            _ => TurnDelta::reset(&items),
+        };
+        let sent = items.into_iter().map(|i| (i.obligation, i)).collect();
+        let cursor = TurnCursor { applied_index: applied, digest };
+        tokio::spawn(async move {
+            let end = run_turn(&mut feed, me, limits, first, cursor, sent).await.err().unwrap_or(End::Gone);
+            feed.finish(end);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    type WatchThreadStream = EventStream<pb::ThreadEvent>;
+
+    async fn watch_thread(
+        &self,
+        request: Request<pb::WatchThreadRequest>,
+    ) -> Result<Response<Self::WatchThreadStream>, Status> {
+        let me = self.b.authenticate(&request).await?;
+        let q = wire::watch_thread_query(request.get_ref())?;
+        let (mut feed, limits, rx) = self.open(me).await?;
+        // The first batch is read before answering, so a non-member is refused by the call itself.
+        let first = read_batch(&self.b, me, q.thread, q.after, q.page_size, &limits)?;
+        tokio::spawn(async move {
+            let end = run_thread(&mut feed, me, q.thread, q.after, q.page_size, limits, first)
+                .await
+                .err()
+                .unwrap_or(End::Gone);
+            feed.finish(end);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

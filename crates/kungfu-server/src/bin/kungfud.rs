@@ -11,26 +11,42 @@ use std::path::PathBuf;
 #[command(name = "kungfud", version, about)]
 struct Args {
     /// A TOML configuration file (see cluster-config/ for examples).
-    #[arg(long, env = "KUNGFU_CONFIG")]
+    #[arg(long, env = "KUNGFU_CONFIG", global = true)]
     config: Option<PathBuf>,
-    #[arg(long, env = "KUNGFU_NODE_ID")]
+    #[arg(long, env = "KUNGFU_NODE_ID", global = true)]
     node_id: Option<u64>,
-    #[arg(long, env = "KUNGFU_CLUSTER_ID")]
+    #[arg(long, env = "KUNGFU_CLUSTER_ID", global = true)]
     cluster_id: Option<String>,
-    #[arg(long, env = "KUNGFU_DATA_DIR")]
+    #[arg(long, env = "KUNGFU_DATA_DIR", global = true)]
     data_dir: Option<PathBuf>,
     /// Address of the public API.
-    #[arg(long, env = "KUNGFU_API_LISTEN")]
+    #[arg(long, env = "KUNGFU_API_LISTEN", global = true)]
     api_listen: Option<SocketAddr>,
     /// Address of the internal raft service.
-    #[arg(long, env = "KUNGFU_RAFT_LISTEN")]
+    #[arg(long, env = "KUNGFU_RAFT_LISTEN", global = true)]
     raft_listen: Option<SocketAddr>,
     /// Token for operator calls.
     #[arg(long, env = "KUNGFU_OPERATOR_TOKEN", hide_env_values = true)]
     operator_token: Option<String>,
     /// Log filter (tracing `EnvFilter` syntax).
-    #[arg(long, env = "KUNGFU_LOG", default_value = "info,openraft=warn")]
+    #[arg(long, env = "KUNGFU_LOG", default_value = "info,openraft=warn", global = true)]
     log: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// What to do instead of running the node.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Creates the node's data directory (which must be new or empty) from a backup written by
+    /// `AdminService.Backup`, checked against its SHA-256, and exits. Give the same settings
+    /// (`--config` or flags) the node will run with: the restored node is a one-node cluster at
+    /// those addresses, serving the backed-up state. See docs/operations.md.
+    Restore {
+        /// The backup directory (the one holding `manifest.toml`).
+        #[arg(long)]
+        from: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,6 +75,23 @@ fn main() -> anyhow::Result<()> {
         config.operator_token = Some(v);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Some(Command::Restore { from }) = &args.command {
+        let restored = rt.block_on(kungfu_server::admin::restore_for(from, &config))?;
+        let m = &restored.manifest;
+        println!(
+            "restored {} (cluster {}, node {}, entry {} of term {}, sha256 {}) into {} as node {} of cluster {}",
+            from.display(),
+            m.cluster_id,
+            m.node_id,
+            m.last_applied_index,
+            m.last_applied_term,
+            m.sha256,
+            restored.data_dir.display(),
+            config.node_id,
+            config.cluster_id
+        );
+        return Ok(());
+    }
     rt.block_on(kungfu_server::server::run(config, shutdown_signal()))
 }
 

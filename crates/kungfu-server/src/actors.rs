@@ -1,0 +1,211 @@
+//! One actor per live Thread and per Task on the leader (DESIGN §3). The actor's mailbox
+//! serializes competing actions on its object: it pre-checks each action with the core on one
+//! snapshot (a rejection, or a replay of a stored receipt, is answered without a log write),
+//! proposes the rest through raft one at a time, and answers from the applied result. The
+//! pre-check is an optimization and a fair queue, never the authority: every replica decides
+//! again at apply.
+//!
+//! Bounds: at most `max_live` actors exist (an action on an object beyond that goes straight to
+//! raft, still correct, just unqueued); at most `max_pending` actions wait per object (more are
+//! refused with `RATE_LIMITED` and `retry_after`); an actor idle for `idle` stops, so a million
+//! stored threads never need a million actors. The registry is the actors' supervisor: an actor
+//! that fails or stops is replaced by a fresh one on the next action.
+
+use crate::backend::{Backend, Written};
+use kungfu_core::Command;
+use kungfu_types::{Code, Micros, ObjectRef, Rejection};
+use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, rpc::CallResult};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tonic::Status;
+
+/// Actor settings.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActorSettings {
+    /// Most actors alive at once on this node.
+    pub max_live: usize,
+    /// An actor with nothing to do for this long stops.
+    pub idle_ms: u64,
+    /// Most actions waiting in one object's mailbox.
+    pub max_pending: usize,
+}
+
+impl Default for ActorSettings {
+    fn default() -> ActorSettings {
+        ActorSettings { max_live: 10_000, idle_ms: 30_000, max_pending: 1_000 }
+    }
+}
+
+/// The one message of an object actor.
+pub enum ObjMsg {
+    Submit { cmd: Command, reply: RpcReplyPort<Result<Written, Status>> },
+}
+
+impl std::fmt::Debug for ObjMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObjMsg::Submit { cmd, .. } => write!(f, "Submit({})", cmd.action.kind().as_str()),
+        }
+    }
+}
+
+struct ObjectActor;
+
+struct ObjState {
+    backend: Arc<Backend>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Actor for ObjectActor {
+    type Msg = ObjMsg;
+    type State = ObjState;
+    type Arguments = (Arc<Backend>, Arc<AtomicUsize>);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ObjMsg>,
+        (backend, pending): (Arc<Backend>, Arc<AtomicUsize>),
+    ) -> Result<ObjState, ActorProcessingErr> {
+        Ok(ObjState { backend, pending })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<ObjMsg>,
+        msg: ObjMsg,
+        state: &mut ObjState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ObjMsg::Submit { cmd, reply } => {
+                let result = match state.backend.precheck(&cmd) {
+                    Some(answer) => answer,
+                    None => state.backend.submit_command(cmd).await,
+                };
+                state.pending.fetch_sub(1, Ordering::AcqRel);
+                // The caller may have gone away; nothing else to do then.
+                let _ = reply.send(result);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Entry {
+    actor: ActorRef<ObjMsg>,
+    pending: Arc<AtomicUsize>,
+    last_used: Instant,
+}
+
+/// The registry (and supervisor) of object actors.
+pub struct Actors {
+    settings: ActorSettings,
+    live: tokio::sync::Mutex<HashMap<ObjectRef, Entry>>,
+}
+
+impl std::fmt::Debug for Actors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Actors(max {})", self.settings.max_live)
+    }
+}
+
+fn alive(a: &ActorRef<ObjMsg>) -> bool {
+    matches!(a.get_status(), ActorStatus::Running | ActorStatus::Starting | ActorStatus::Upgrading)
+}
+
+impl Actors {
+    pub fn new(settings: ActorSettings) -> Actors {
+        Actors { settings, live: tokio::sync::Mutex::new(HashMap::new()) }
+    }
+
+    /// How many actors are alive now.
+    pub async fn live(&self) -> usize {
+        self.live.lock().await.values().filter(|e| alive(&e.actor)).count()
+    }
+
+    /// Runs `cmd` through the actor of `object`, spawning it if needed.
+    pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Status> {
+        let (actor, pending) = {
+            let mut live = self.live.lock().await;
+            if let Some(e) = live.get(&object) {
+                if !alive(&e.actor) {
+                    live.remove(&object);
+                }
+            }
+            if !live.contains_key(&object) {
+                if live.len() >= self.settings.max_live {
+                    drop(live);
+                    // Over the bound: still correct without an actor (apply decides), just unqueued.
+                    return b.submit_command(cmd).await;
+                }
+                let pending = Arc::new(AtomicUsize::new(0));
+                let (actor, _) = Actor::spawn(None, ObjectActor, (b.clone(), pending.clone()))
+                    .await
+                    .map_err(|e| Status::unavailable(format!("cannot start the actor of {object}: {e}")))?;
+                live.insert(object, Entry { actor, pending, last_used: Instant::now() });
+                metrics::gauge!("kungfu_live_actors").set(live.len() as f64);
+            }
+            let e = live.get_mut(&object).ok_or_else(|| Status::internal("actor vanished"))?;
+            e.last_used = Instant::now();
+            (e.actor.clone(), e.pending.clone())
+        };
+        // Admission control: ractor mailboxes are unbounded, so the bound is ours.
+        if pending.fetch_add(1, Ordering::AcqRel) >= self.settings.max_pending {
+            pending.fetch_sub(1, Ordering::AcqRel);
+            let r =
+                Rejection::new(Code::RateLimited, format!("too many actions are waiting on {object}; retry shortly"))
+                    .with_retry_after(Micros::from_millis(100));
+            return Err(kungfu_api::rejection_status(&r));
+        }
+        match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
+            Ok(CallResult::Success(r)) => r,
+            // The actor stopped or failed with the action queued or in flight: it may or may not
+            // have been proposed, so the outcome is unknown (retry with the same key, L3).
+            _ => {
+                pending.fetch_sub(1, Ordering::AcqRel);
+                let r = Rejection::new(
+                    Code::Unavailable,
+                    format!(
+                        "the actor of {object} stopped while handling the action; retry with the same idempotency key"
+                    ),
+                );
+                Err(kungfu_api::rejection_status(&r))
+            }
+        }
+    }
+
+    /// Stops actors idle longer than the setting, and forgets stopped ones. Run periodically.
+    pub async fn sweep(&self) {
+        let idle = Duration::from_millis(self.settings.idle_ms);
+        let mut live = self.live.lock().await;
+        live.retain(|_, e| {
+            let quiet = e.pending.load(Ordering::Acquire) == 0 && e.last_used.elapsed() >= idle;
+            if quiet {
+                e.actor.stop(Some("idle".into()));
+            }
+            !quiet && alive(&e.actor)
+        });
+        metrics::gauge!("kungfu_live_actors").set(live.len() as f64);
+    }
+
+    /// Sweeps until `stop` changes.
+    pub async fn run_sweeper(self: Arc<Actors>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let period = Duration::from_millis((self.settings.idle_ms / 2).clamp(10, 5_000));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => self.sweep().await,
+                _ = stop.changed() => {
+                    let mut live = self.live.lock().await;
+                    for e in live.values() {
+                        e.actor.stop(Some("shutdown".into()));
+                    }
+                    live.clear();
+                    return;
+                }
+            }
+        }
+    }
+}
