@@ -261,3 +261,57 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
     .await;
     assert_eq!(ws.history.iter().filter(|h| h.fact == "deadline_passed").count(), 1, "{:?}", ws.history);
 }
+
+/// DESIGN §8: reads are linearizable on the leader by default; with `kungfu-consistency: stale`
+/// any node answers from its own state and says how far behind it may be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_serves_stale_reads_that_say_how_far_behind_they_are() {
+    let cluster = Cluster::start(3, "");
+    let reg = on_leader(&cluster, None, |c| async move {
+        c.agents().register(c.req(pb::RegisterRequest { idempotency_key: "r".into() })).await.map(|r| r.into_inner())
+    })
+    .await;
+    let key = Some(reg.agent_key.clone());
+    let created = on_leader(&cluster, key.clone(), |c| async move {
+        c.memories()
+            .create(c.req(pb::CreateMemoryRequest { idempotency_key: "m".into(), content: content("hello") }))
+            .await
+            .map(|r| r.into_inner())
+    })
+    .await;
+    let Some(pb::receipt::Result::MemoryCreated(m)) = created.receipt.and_then(|r| r.result) else { panic!() };
+    let mut served_by_follower = false;
+    for node in cluster.nodes.values() {
+        let c = Client { channel: connect(node.api).await, key: key.clone() };
+        let linear = c.memories().get(c.req(pb::GetMemoryRequest { memory: m.memory.clone(), version: None })).await;
+        if linear.is_ok() {
+            continue; // the leader
+        }
+        assert_eq!(code(&linear.expect_err("follower")), "NOT_LEADER");
+        // A follower may not have applied the write yet: poll (bounded) until its stale read sees it.
+        let start = Instant::now();
+        loop {
+            let mut req = c.req(pb::GetMemoryRequest { memory: m.memory.clone(), version: None });
+            req.metadata_mut().insert("kungfu-consistency", "stale".parse().expect("header"));
+            match c.memories().get(req).await {
+                Ok(r) => {
+                    assert!(
+                        r.metadata().get("kungfu-applied-index").is_some(),
+                        "a stale answer names its applied index"
+                    );
+                    assert!(r.metadata().get("kungfu-lag-entries").is_some());
+                    let view = r.into_inner();
+                    assert_eq!(view.content, content("hello"));
+                    served_by_follower = true;
+                    break;
+                }
+                Err(s) => {
+                    assert!(matches!(code(&s).as_str(), "UNAUTHENTICATED" | "NOT_FOUND"), "{s}");
+                    assert!(start.elapsed() < BOUND, "the follower never caught up: {s}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    assert!(served_by_follower, "two followers answered stale reads");
+}

@@ -118,8 +118,8 @@ impl pb::memory_service_server::MemoryService for Api {
     async fn get(&self, request: Request<pb::GetMemoryRequest>) -> Result<Response<pb::MemoryView>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::get_memory_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_memory(s, me, q.memory, q.version)).await?;
-        Ok(Response::new(pb::MemoryView::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_memory(s, me, q.memory, q.version)).await?;
+        Ok(v.respond(|v| pb::MemoryView::from(&v)))
     }
 }
 
@@ -190,15 +190,16 @@ impl pb::thread_service_server::ThreadService for Api {
     async fn timeline(&self, request: Request<pb::TimelineRequest>) -> Result<Response<pb::TimelineResponse>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::timeline_query(request.get_ref())?;
-        let entries = self.b.read(|s, l, _| read::timeline(s, me, q.thread, q.after, q.page_size, l)).await?;
-        Ok(Response::new(kungfu_api::response::timeline_response(&entries)))
+        let entries =
+            self.b.read_with(&request, |s, l, _| read::timeline(s, me, q.thread, q.after, q.page_size, l)).await?;
+        Ok(entries.respond(|v| kungfu_api::response::timeline_response(&v)))
     }
 
     async fn get_entry(&self, request: Request<pb::GetEntryRequest>) -> Result<Response<pb::EntryView>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::get_entry_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_entry(s, me, q.thread, q.entry)).await?;
-        Ok(Response::new(pb::EntryView::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_entry(s, me, q.thread, q.entry)).await?;
+        Ok(v.respond(|v| pb::EntryView::from(&v)))
     }
 
     async fn get_response(
@@ -207,8 +208,9 @@ impl pb::thread_service_server::ThreadService for Api {
     ) -> Result<Response<pb::OwedResponse>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::get_response_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_response(s, me, q.thread, q.entry, q.responder)).await?;
-        Ok(Response::new(pb::OwedResponse::from(&v)))
+        let v =
+            self.b.read_with(&request, |s, _, _| read::read_response(s, me, q.thread, q.entry, q.responder)).await?;
+        Ok(v.respond(|v| pb::OwedResponse::from(&v)))
     }
 
     async fn get_referenced_task(
@@ -217,8 +219,8 @@ impl pb::thread_service_server::ThreadService for Api {
     ) -> Result<Response<pb::ReferencedTask>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::get_referenced_task_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_referenced_task(s, me, q.thread, q.entry)).await?;
-        Ok(Response::new(pb::ReferencedTask::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_referenced_task(s, me, q.thread, q.entry)).await?;
+        Ok(v.respond(|v| pb::ReferencedTask::from(&v)))
     }
 }
 
@@ -264,8 +266,8 @@ impl pb::assignment_service_server::AssignmentService for Api {
     async fn get(&self, request: Request<pb::GetAssignmentRequest>) -> Result<Response<pb::Assignment>, Status> {
         let me = self.b.authenticate(&request).await?;
         let id = rq::get_assignment_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_assignment(s, me, id)).await?;
-        Ok(Response::new(pb::Assignment::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_assignment(s, me, id)).await?;
+        Ok(v.respond(|v| pb::Assignment::from(&v)))
     }
 }
 
@@ -323,8 +325,8 @@ impl pb::task_service_server::TaskService for Api {
     async fn get(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::TaskView>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::get_task_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_task(s, me, q.task, q.version)).await?;
-        Ok(Response::new(pb::TaskView::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_task(s, me, q.task, q.version)).await?;
+        Ok(v.respond(|v| pb::TaskView::from(&v)))
     }
 
     async fn get_engagement(
@@ -333,8 +335,8 @@ impl pb::task_service_server::TaskService for Api {
     ) -> Result<Response<pb::Engagement>, Status> {
         let me = self.b.authenticate(&request).await?;
         let id = rq::get_engagement_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_engagement(s, me, id)).await?;
-        Ok(Response::new(pb::Engagement::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_engagement(s, me, id)).await?;
+        Ok(v.respond(|v| pb::Engagement::from(&v)))
     }
 
     async fn get_engagement_input(
@@ -343,8 +345,8 @@ impl pb::task_service_server::TaskService for Api {
     ) -> Result<Response<pb::MemoryView>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::get_engagement_input_query(request.get_ref())?;
-        let v = self.b.read(|s, _, _| read::read_engagement_input(s, me, q.engagement, q.index)).await?;
-        Ok(Response::new(pb::MemoryView::from(&v)))
+        let v = self.b.read_with(&request, |s, _, _| read::read_engagement_input(s, me, q.engagement, q.index)).await?;
+        Ok(v.respond(|v| pb::MemoryView::from(&v)))
     }
 }
 
@@ -353,8 +355,9 @@ impl pb::turn_service_server::TurnService for Api {
     async fn get_turn(&self, request: Request<pb::GetTurnRequest>) -> Result<Response<pb::TurnPage>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::turn_query(request.get_ref())?;
-        let page = self.b.read(|s, l, now| read::turn(s, me, q.cursor.as_ref(), q.page_size, now, l)).await?;
-        Ok(Response::new(pb::TurnPage::from(&page)))
+        let page =
+            self.b.read_with(&request, |s, l, now| read::turn(s, me, q.cursor.as_ref(), q.page_size, now, l)).await?;
+        Ok(page.respond(|v| pb::TurnPage::from(&v)))
     }
 
     async fn get_opportunities(
@@ -363,8 +366,9 @@ impl pb::turn_service_server::TurnService for Api {
     ) -> Result<Response<pb::OpportunityPage>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::opportunities_query(request.get_ref())?;
-        let page = self.b.read(|s, l, _| read::opportunities(s, me, q.cursor.as_ref(), q.page_size, l)).await?;
-        Ok(Response::new(pb::OpportunityPage::from(&page)))
+        let page =
+            self.b.read_with(&request, |s, l, _| read::opportunities(s, me, q.cursor.as_ref(), q.page_size, l)).await?;
+        Ok(page.respond(|v| pb::OpportunityPage::from(&v)))
     }
 
     async fn get_working_set(
@@ -373,7 +377,7 @@ impl pb::turn_service_server::TurnService for Api {
     ) -> Result<Response<pb::WorkingSet>, Status> {
         let me = self.b.authenticate(&request).await?;
         let object = rq::working_set_query(request.get_ref())?;
-        let ws = self.b.read(|s, l, now| read::working_set(s, me, object, now, l)).await?;
-        Ok(Response::new(pb::WorkingSet::from(&ws)))
+        let ws = self.b.read_with(&request, |s, l, now| read::working_set(s, me, object, now, l)).await?;
+        Ok(ws.respond(|v| pb::WorkingSet::from(&v)))
     }
 }

@@ -28,6 +28,35 @@ impl std::fmt::Debug for Backend {
     }
 }
 
+/// The result of a read, and for a stale read how far behind it may be.
+#[derive(Debug)]
+pub struct Read<R> {
+    pub value: R,
+    /// (applied index, entries known committed but not yet applied) for a stale read.
+    pub stale: Option<(u64, u64)>,
+}
+
+impl<R> Read<R> {
+    /// The gRPC response, with the staleness metadata of a stale read.
+    pub fn respond<P>(self, f: impl FnOnce(R) -> P) -> tonic::Response<P> {
+        let mut r = tonic::Response::new(f(self.value));
+        if let Some((applied, lag)) = self.stale {
+            if let Ok(v) = applied.to_string().parse() {
+                r.metadata_mut().insert("kungfu-applied-index", v);
+            }
+            if let Ok(v) = lag.to_string().parse() {
+                r.metadata_mut().insert("kungfu-lag-entries", v);
+            }
+        }
+        r
+    }
+}
+
+/// Whether the request asks for a stale read (`kungfu-consistency: stale`).
+pub fn is_stale<T>(req: &tonic::Request<T>) -> bool {
+    req.metadata().get("kungfu-consistency").and_then(|v| v.to_str().ok()) == Some("stale")
+}
+
 /// A successful write: the receipt and whether it was replayed (L3).
 #[derive(Debug)]
 pub struct Written {
@@ -111,10 +140,20 @@ impl Backend {
                 "missing `authorization: Bearer <agent key>`; register to get a key",
             ));
         };
+        let hash = kungfu_core::secret::hash_secret(key.trim());
+        if is_stale(req) {
+            // A stale read is served by any node from what it has applied.
+            let found = self
+                .node
+                .state
+                .read(|s| s.agent_by_key(&hash))
+                .map_err(|e| status(Code::Unavailable, e.to_string()))?;
+            return found
+                .ok_or_else(|| status(Code::Unauthenticated, "unknown agent key (on this node, for a stale read)"));
+        }
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
-        let hash = kungfu_core::secret::hash_secret(key.trim());
         let lookup =
             || self.node.state.read(|s| s.agent_by_key(&hash)).map_err(|e| status(Code::Unavailable, e.to_string()));
         if let Some(agent) = lookup()? {
@@ -172,10 +211,23 @@ impl Backend {
             .state
             .read(|s| kungfu_core::actor_object(s, &cmd.action))
             .map_err(|e| status(Code::Unavailable, e.to_string()))?;
-        match object {
-            Some(object) => self.actors.dispatch(self, object, cmd).await,
-            None => self.submit_command(cmd).await,
-        }
+        // One span per action, with the agent, the action, its object and (once committed) its
+        // log index as fields.
+        let span = tracing::info_span!(
+            "action",
+            principal = ?cmd.principal,
+            kind = cmd.action.kind().as_str(),
+            object = object.map(|o| o.to_string()).unwrap_or_default(),
+            log_index = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let run = async {
+            match object {
+                Some(object) => self.actors.dispatch(self, object, cmd).await,
+                None => self.submit_command(cmd).await,
+            }
+        };
+        tracing::Instrument::instrument(run, span).await
     }
 
     /// Decides `cmd` against one snapshot without writing anything. Returns the answer when no log
@@ -213,7 +265,11 @@ impl Backend {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         let kind = cmd.action.kind().as_str();
         let started = std::time::Instant::now();
-        let (outcome, result) = match self.node.write_within(cmd, timeout).await {
+        let written = self.node.write_within(cmd, timeout).await;
+        if let Ok((_, log_id)) = &written {
+            tracing::Span::current().record("log_index", log_id.index);
+        }
+        let (outcome, result) = match written {
             Ok((Response::Applied { outcome: Ok(receipt), replayed }, _)) => {
                 (if replayed { "replayed" } else { "ok" }, Ok(Written { receipt, replayed }))
             }
@@ -231,6 +287,8 @@ impl Backend {
             ),
         };
         crate::metrics::action(kind, outcome, started.elapsed());
+        tracing::Span::current().record("outcome", outcome);
+        tracing::debug!(latency_us = started.elapsed().as_micros() as u64, "action answered");
         result
     }
 
@@ -252,6 +310,32 @@ impl Backend {
                 .unwrap_or(0),
         );
         self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_status(&e))
+    }
+
+    /// A read as the request asks for it: linearizable on the leader by default (DESIGN §8), or,
+    /// with the metadata `kungfu-consistency: stale`, served by any node from its own state at once.
+    /// A stale answer says how far behind it may be: its applied index and the entries this node
+    /// knows are committed but not yet applied (`kungfu-applied-index`, `kungfu-lag-entries`).
+    pub async fn read_with<T, R>(
+        &self,
+        req: &tonic::Request<T>,
+        f: impl FnOnce(&dyn StateRead, &Limits, Timestamp) -> Result<R, ReadError>,
+    ) -> Result<Read<R>, Status> {
+        if !is_stale(req) {
+            return Ok(Read { value: self.read(f).await?, stale: None });
+        }
+        let m = self.node.metrics();
+        let applied = m.last_applied.as_ref().map(|l| l.index).unwrap_or(0);
+        let committed = m.cluster_committed.as_ref().map(|l| l.index).unwrap_or(applied);
+        let limits = self.limits()?;
+        let now = Timestamp(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros() as u64)
+                .unwrap_or(0),
+        );
+        let value = self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_status(&e))?;
+        Ok(Read { value, stale: Some((applied, committed.saturating_sub(applied))) })
     }
 
     fn limits(&self) -> Result<Limits, Status> {
