@@ -1,5 +1,6 @@
 //! Three real `kungfud` processes started from `cluster-config/`-style files: writes go to the
-//! leader (a follower answers NOT_LEADER with the leader's address), the leader is killed in the
+//! leader (a follower forwards them, or answers NOT_LEADER with the leader's address when asked for
+//! itself only), the leader is killed in the
 //! middle of traffic, writes resume on the new leader, and no acknowledged action is lost.
 
 use kungfu_api::pb;
@@ -52,21 +53,31 @@ async fn a_three_node_cluster_survives_the_leader_being_killed() {
     .await;
     let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else { panic!() };
 
-    // A follower refuses a write and names the leader.
-    let mut saw_redirect = false;
+    // Asked for itself only, a follower refuses a write and names the leader; asked normally, it
+    // forwards the write to the leader, and every node then returns the same receipt for it.
+    let mut followers = 0;
+    let mut receipts = Vec::new();
     for node in cluster.nodes.values() {
         let c = Client { channel: connect(node.api).await, key: key.clone() };
-        let r = c
+        let local = c
+            .memories()
+            .create(c.req_local(pb::CreateMemoryRequest { idempotency_key: "probe".into(), content: content("m") }))
+            .await;
+        if let Err(s) = &local {
+            assert_eq!(code(s), "NOT_LEADER");
+            assert!(s.metadata().get("leader").is_some(), "NOT_LEADER carries the leader's address");
+            followers += 1;
+        }
+        let forwarded = c
             .memories()
             .create(c.req(pb::CreateMemoryRequest { idempotency_key: "probe".into(), content: content("m") }))
-            .await;
-        if let Err(s) = r {
-            assert_eq!(code(&s), "NOT_LEADER");
-            assert!(s.metadata().get("leader").is_some(), "NOT_LEADER carries the leader's address");
-            saw_redirect = true;
-        }
+            .await
+            .unwrap_or_else(|e| panic!("any node accepts a write: followers forward it: {e}\n{}", cluster.logs()))
+            .into_inner();
+        receipts.push(forwarded.receipt);
     }
-    assert!(saw_redirect, "two of three nodes are followers");
+    assert_eq!(followers, 2, "two of three nodes are followers");
+    assert!(receipts.windows(2).all(|w| w[0] == w[1]), "one logical request, one receipt, whichever node took it");
 
     let post = |i: u32| {
         let thread = t.thread.clone();
@@ -100,7 +111,7 @@ async fn a_three_node_cluster_survives_the_leader_being_killed() {
     let mut leader = None;
     for node in cluster.nodes.values() {
         let c = Client { channel: connect(node.api).await, key: key.clone() };
-        if c.turn().get_turn(c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 1 })).await.is_ok() {
+        if c.turn().get_turn(c.req_local(pb::GetTurnRequest { cursor: String::new(), page_size: 1 })).await.is_ok() {
             leader = Some(node.id);
         }
     }
@@ -221,7 +232,7 @@ async fn a_deadline_whose_leader_dies_just_before_it_is_due_ends_exactly_once() 
     let mut leader = None;
     for node in cluster.nodes.values() {
         let c = Client { channel: connect(node.api).await, key: lk.clone() };
-        if c.turn().get_turn(c.req(pb::GetTurnRequest { cursor: String::new(), page_size: 1 })).await.is_ok() {
+        if c.turn().get_turn(c.req_local(pb::GetTurnRequest { cursor: String::new(), page_size: 1 })).await.is_ok() {
             leader = Some(node.id);
         }
     }
@@ -283,7 +294,8 @@ async fn a_follower_serves_stale_reads_that_say_how_far_behind_they_are() {
     let mut served_by_follower = false;
     for node in cluster.nodes.values() {
         let c = Client { channel: connect(node.api).await, key: key.clone() };
-        let linear = c.memories().get(c.req(pb::GetMemoryRequest { memory: m.memory.clone(), version: None })).await;
+        let linear =
+            c.memories().get(c.req_local(pb::GetMemoryRequest { memory: m.memory.clone(), version: None })).await;
         if linear.is_ok() {
             continue; // the leader
         }

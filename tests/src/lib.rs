@@ -172,6 +172,14 @@ impl Client {
         r
     }
 
+    /// Like [`Client::req`], but asks this node only: a follower answers NOT_LEADER instead of
+    /// forwarding the call to the leader.
+    pub fn req_local<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = self.req(msg);
+        r.metadata_mut().insert("kungfu-forwarded", "1".parse().expect("header"));
+        r
+    }
+
     pub fn agents(&self) -> pb::agent_service_client::AgentServiceClient<Channel> {
         pb::agent_service_client::AgentServiceClient::new(self.channel.clone())
     }

@@ -9,6 +9,7 @@
 //! - [`admin`]: the operator service: cluster status, learners, membership, leader transfer,
 //!   snapshots, backup, and restore into a new data directory.
 //! - [`watch`]: watch streams of a thread's entries and of an agent's turn, resumable without gap.
+//! - [`forward`]: followers forward calls to the leader, once, streams included.
 //! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
 //! - [`metrics`]: Prometheus metrics (actions, rejections, raft, deadline lateness).
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
@@ -21,6 +22,7 @@ pub mod api;
 pub mod backend;
 pub mod config;
 pub mod deadlines;
+pub mod forward;
 pub mod metrics;
 pub mod ratelimit;
 pub mod secrets;

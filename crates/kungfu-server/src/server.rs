@@ -78,6 +78,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
     tracing::info!(api = %listener.local_addr()?, "serving the public API");
     tonic::transport::Server::builder()
+        .layer(crate::forward::ForwardLayer::new(backend.clone()))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(
