@@ -9,8 +9,8 @@ use kungfu_api::pb::admin_service_client::AdminServiceClient;
 use kungfu_system_tests::*;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
@@ -85,65 +85,14 @@ fn agreed_leader(all: &[pb::ClusterStatusResponse]) -> Option<u64> {
     (agree && leads).then_some(leader)
 }
 
-/// A `kungfud` process this test starts itself (a node outside the harness's cluster).
-struct Proc {
-    config: PathBuf,
-    child: Option<Child>,
+/// Starts a `kungfud` process from a config file written by `write_config`.
+fn launch(id: u64, config: &Path, api: u16, raft: u16) -> NodeProc {
+    let addr = |p: u16| format!("127.0.0.1:{p}").parse().expect("addr");
+    let mut node = NodeProc::for_config(id, addr(api), addr(raft), config.to_path_buf());
+    node.start();
+    node
 }
 
-impl Proc {
-    fn start(config: &Path) -> Proc {
-        let mut p = Proc { config: config.to_path_buf(), child: None };
-        p.spawn();
-        p
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::File::create(self.config.with_extension("log")).expect("log file");
-        let child = Command::new(kungfud())
-            .arg("--config")
-            .arg(&self.config)
-            .env("KUNGFU_LOG", "info")
-            .stdout(Stdio::from(log.try_clone().expect("log")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawn kungfud");
-        self.child = Some(child);
-    }
-
-    /// SIGTERM, wait for a clean exit (bounded).
-    fn terminate(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else { return false };
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(st)) = c.try_wait() {
-                return st.success();
-            }
-            if start.elapsed() > BOUND {
-                let _ = c.kill();
-                let _ = c.wait();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.config.with_extension("log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A node config in the harness's shape, for a node the harness did not start.
 fn write_config(path: &Path, node_id: u64, cluster: &str, data: &Path, api: u16, raft: u16, bootstrap: bool) {
     let text = format!(
         "node_id = {node_id}\ncluster_id = \"{cluster}\"\ndata_dir = \"{}\"\napi_listen = \"127.0.0.1:{api}\"\nraft_listen = \"127.0.0.1:{raft}\"\nbootstrap = {bootstrap}\n{}\n[raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n",
@@ -380,7 +329,7 @@ async fn a_fourth_node_joins_as_a_learner_and_is_promoted_to_voter() {
     let (api4, raft4) = (free_port(), free_port());
     let cfg4 = cluster.dir.path().join("node4.toml");
     write_config(&cfg4, 4, "test", &cluster.dir.path().join("data4"), api4, raft4, false);
-    let node4 = Proc::start(&cfg4);
+    let node4 = launch(4, &cfg4, api4, raft4);
     let addr4: SocketAddr = format!("127.0.0.1:{api4}").parse().expect("addr");
     let logs4 = || format!("{}\n--- node 4 ---\n{}", cluster.logs(), node4.log());
     let alone = statuses_until(&[addr4], "node 4 serves, in no cluster yet", |_| true, logs4).await;
@@ -610,7 +559,7 @@ async fn a_backup_is_verified_and_restores_into_a_new_cluster_serving_the_same_s
     assert!(!out.status.success(), "restore never overwrites a data directory");
 
     // The restored node: a one-node cluster at its own addresses, leading, with the backup's state.
-    let mut node5 = Proc::start(&cfg5);
+    let mut node5 = launch(5, &cfg5, api5, raft5);
     let addr5: SocketAddr = format!("127.0.0.1:{api5}").parse().expect("addr");
     let log5 = cfg5.with_extension("log");
     let logs5 =
@@ -660,7 +609,7 @@ async fn a_backup_is_verified_and_restores_into_a_new_cluster_serving_the_same_s
     let (api6, raft6) = (free_port(), free_port());
     let cfg6 = cluster.dir.path().join("node6.toml");
     write_config(&cfg6, 6, "restored", &cluster.dir.path().join("data6"), api6, raft6, false);
-    let node6 = Proc::start(&cfg6);
+    let node6 = launch(6, &cfg6, api6, raft6);
     let addr6: SocketAddr = format!("127.0.0.1:{api6}").parse().expect("addr");
     let logs56 = || format!("{}\n--- node 6 ---\n{}", logs5(), node6.log());
     statuses_until(&[addr6], "node 6 serves", |_| true, logs56).await;

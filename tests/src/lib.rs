@@ -38,6 +38,17 @@ pub struct NodeProc {
 }
 
 impl NodeProc {
+    /// A node process for a config file the caller wrote (a node outside the harness's cluster,
+    /// e.g. one joining it later or a restored one). Not started yet.
+    pub fn for_config(id: u64, api: SocketAddr, raft: SocketAddr, config: PathBuf) -> NodeProc {
+        NodeProc { id, api, raft, config, child: None }
+    }
+
+    /// Starts the process (again, after a kill or terminate).
+    pub fn spawn(&mut self) {
+        self.start();
+    }
+
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "node {} already running", self.id);
         let log = std::fs::File::create(self.config.with_extension("log")).expect("log file");
