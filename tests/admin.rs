@@ -128,10 +128,15 @@ async fn status_needs_the_token_agrees_everywhere_and_leader_calls_move_leadersh
     let addrs: Vec<SocketAddr> = cluster.nodes.values().map(|n| n.api).collect();
     let api_of: BTreeMap<u64, SocketAddr> = cluster.nodes.iter().map(|(id, n)| (*id, n.api)).collect();
     let logs = || cluster.logs();
+    // Settled: one leader everyone agrees on, the membership committed, and every node has applied
+    // at least the entries that established them (a follower may learn of the leader a moment
+    // before it applies anything).
     let settled = |a: &[pb::ClusterStatusResponse]| {
-        agreed_leader(a).is_some() && a.iter().all(|s| s.membership.as_ref().is_some_and(|m| m.committed))
+        agreed_leader(a).is_some()
+            && a.iter().all(|s| s.membership.as_ref().is_some_and(|m| m.committed) && s.applied_index.is_some())
     };
-    let all = statuses_until(&addrs, "one leader everyone agrees on, membership committed", settled, logs).await;
+    let all =
+        statuses_until(&addrs, "one leader everyone agrees on, membership committed, applied", settled, logs).await;
     let leader = agreed_leader(&all).expect("leader");
 
     // Every node: same leader and API address, same voters with the addresses they were started

@@ -20,6 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .skip_debug([".kungfu.v1.Content"])
         .compile_fds(fds)?;
+    // A directory's mtime changes only when files come and go, so every file is named too.
     println!("cargo:rerun-if-changed={}", dir.display());
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
     Ok(())
 }

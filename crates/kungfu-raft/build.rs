@@ -9,6 +9,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("raft_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
-    println!("cargo:rerun-if-changed={}", root.display());
+    println!("cargo:rerun-if-changed={}", file.display());
     Ok(())
 }

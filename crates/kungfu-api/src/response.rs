@@ -393,9 +393,10 @@ impl From<&EntryView> for pb::EntryView {
     }
 }
 
-/// A page of `read::timeline`.
-pub fn timeline_response(entries: &[Entry]) -> pb::TimelineResponse {
-    pb::TimelineResponse { entries: entries.iter().map(pb::Entry::from).collect() }
+/// A page of `read::timeline`; `full` says the page used its whole size, so more may follow.
+pub fn timeline_response(entries: &[Entry], full: bool) -> pb::TimelineResponse {
+    let next_after = if full { entries.last().map(|e| e.seq.0) } else { None };
+    pb::TimelineResponse { entries: entries.iter().map(pb::Entry::from).collect(), next_after }
 }
 
 impl From<&Response> for pb::OwedResponse {

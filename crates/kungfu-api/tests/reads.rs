@@ -134,8 +134,10 @@ fn an_entry_view_has_content_only_when_readable() {
         pb::EntryView::from(&EntryView { entry: entry(), content: Some(Content::default()) }).content,
         Some(pb::Content { body: vec![] })
     );
-    let page = timeline_response(&[entry(), not_first()]);
+    let page = timeline_response(&[entry(), not_first()], true);
     assert_eq!(page.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4]);
+    assert_eq!(page.next_after, Some(4), "a full page says where to continue");
+    assert_eq!(timeline_response(&[entry()], false).next_after, None, "the last page says it is the last");
 }
 
 fn not_first() -> Entry {

@@ -190,9 +190,17 @@ impl pb::thread_service_server::ThreadService for Api {
     async fn timeline(&self, request: Request<pb::TimelineRequest>) -> Result<Response<pb::TimelineResponse>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::timeline_query(request.get_ref())?;
-        let entries =
-            self.b.read_with(&request, |s, l, _| read::timeline(s, me, q.thread, q.after, q.page_size, l)).await?;
-        Ok(entries.respond(|v| kungfu_api::response::timeline_response(&v)))
+        let page = self
+            .b
+            .read_with(&request, |s, l, _| {
+                let size = l.page_size(q.page_size);
+                read::timeline(s, me, q.thread, q.after, q.page_size, l).map(|e| {
+                    let full = e.len() == size;
+                    (e, full)
+                })
+            })
+            .await?;
+        Ok(page.respond(|(entries, full)| kungfu_api::response::timeline_response(&entries, full)))
     }
 
     async fn get_entry(&self, request: Request<pb::GetEntryRequest>) -> Result<Response<pb::EntryView>, Status> {

@@ -1,0 +1,38 @@
+//! The typed async Rust SDK of Kungfu (DESIGN §2): one [`Client`] over the public gRPC API of a
+//! node or a cluster, so agents and scripts never hand-write gRPC calls.
+//!
+//! What it does for every call:
+//! - It puts a deadline on the call ([`ClientOptions::call_timeout`]), on the wire (`grpc-timeout`)
+//!   and locally, so no call waits forever.
+//! - It sends every write with an idempotency key (L3). When the caller gives none, it generates one
+//!   (`sdk-` and 128 random bits) and returns it in [`Written::idempotency_key`], so the caller can
+//!   repeat the write later with the same key.
+//! - It retries safely. An indeterminate failure (a transport error, a timeout, `UNAVAILABLE` with
+//!   `definite = false`) and `NOT_LEADER` are retried with the same request under the same key, on
+//!   the leader the node named first and then on the other endpoints, with bounded exponential
+//!   backoff; L3 makes the retry return the first outcome if the first attempt took effect.
+//!   `RATE_LIMITED` waits its `retry_after` (bounded) and retries. A definite rejection is returned at
+//!   once as [`Error::Rejected`]. When the retries run out on a write whose outcome is unknown, the
+//!   answer is [`Error::Indeterminate`] with the key to retry with.
+//!
+//! Table of contents:
+//! - [`client`]: [`Client`], [`ClientOptions`], [`Backoff`], [`Consistency`], and the retry loop.
+//! - [`calls`]: the typed methods, one per action and read of the six protocol services, plus
+//!   [`Client::register`], paging helpers and [`Registered`].
+//! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content).
+//! - [`error`]: [`Error`] and [`Written`].
+//!
+//! The generated messages are re-exported as [`pb`]; requests are the `pb` types (their
+//! `idempotency_key` field is filled in by the SDK) or the builders of [`build`].
+
+pub mod build;
+pub mod calls;
+pub mod client;
+pub mod error;
+
+pub use build::{Post, content, new_assignment, text};
+pub use calls::Registered;
+pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
+pub use error::{Error, Written};
+pub use kungfu_api::pb;
+pub use kungfu_types::{Code, NextStep, Rejection};
