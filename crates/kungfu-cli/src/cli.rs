@@ -1,0 +1,314 @@
+//! The command line grammar: global flags and every subcommand, as clap derive types.
+
+use clap::{Args, Parser, Subcommand};
+
+/// The `kungfu` command line: every agent action and read of a Kungfu cluster, and the operator
+/// calls.
+#[derive(Debug, Parser)]
+#[command(name = "kungfu", version, about, after_long_help = crate::error::EXIT_TABLE, after_help = crate::error::EXIT_TABLE)]
+pub struct Cli {
+    /// A node's public API address, `host:port`; repeat for several nodes. Default: the profile's
+    /// endpoints, else 127.0.0.1:7400.
+    #[arg(long = "endpoint", global = true, env = "KUNGFU_ENDPOINTS", value_delimiter = ',')]
+    pub endpoints: Vec<String>,
+    /// The agent's bearer key (for `cluster` commands: the operator token). Default: the profile's
+    /// agent key.
+    #[arg(long, global = true, env = "KUNGFU_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+    /// The profile to read defaults from (and that `register` writes).
+    #[arg(long, global = true, default_value = "default", env = "KUNGFU_PROFILE")]
+    pub profile: String,
+    /// Print results as JSON on stdout (and errors as JSON on stderr) for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The idempotency key of a write; a new one is generated when absent. Every write prints the
+    /// key it used: repeat a write whose outcome is unknown with the same key.
+    #[arg(long, global = true)]
+    pub idempotency_key: Option<String>,
+    /// The deadline of each call attempt, in seconds.
+    #[arg(long, global = true, default_value_t = 10)]
+    pub timeout_secs: u64,
+    /// How many times a call is retried after a failed attempt (same idempotency key).
+    #[arg(long, global = true, default_value_t = 12)]
+    pub retries: u32,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Content written by a participant: inline text, or a file (`-` for stdin).
+#[derive(Debug, Args, Clone)]
+pub struct Content {
+    /// The content as text.
+    #[arg(long, conflicts_with = "file")]
+    pub text: Option<String>,
+    /// Read the content from this file; `-` reads stdin.
+    #[arg(long)]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Register a new agent and save its key in the profile (file mode 0600).
+    Register {
+        /// Do not write the profile file; only print the key.
+        #[arg(long)]
+        no_save: bool,
+    },
+    /// Your open obligations: what you owe, across threads and Tasks.
+    Turn,
+    /// Assignments and restricted Tasks you could take now.
+    Opportunities,
+    /// The working set of one object: `ag_`, `mem_`, `th_` or `task_` id.
+    Ws {
+        /// The object id.
+        object: String,
+    },
+    /// Memories: create, update, publish, unpublish, withdraw, show.
+    #[command(subcommand)]
+    Memory(MemoryCmd),
+    /// Threads: create, grants, membership, posts and reads.
+    #[command(subcommand)]
+    Thread(ThreadCmd),
+    /// Assignments: create (a post with an assignment), take, deliver, judge, show.
+    #[command(subcommand)]
+    Assignment(AssignmentCmd),
+    /// Tasks: create from a contract file, revise, pause, resume, take, deliver, judge, show.
+    #[command(subcommand)]
+    Task(TaskCmd),
+    /// Operator calls (`--key` is the operator token).
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCmd {
+    /// Create a private Memory with its first version.
+    Create(#[command(flatten)] Content),
+    /// Add a version to a Memory.
+    Update {
+        memory: String,
+        #[command(flatten)]
+        content: Content,
+    },
+    /// Make a Memory public.
+    Publish { memory: String },
+    /// Make a Memory private again.
+    Unpublish { memory: String },
+    /// Withdraw a Memory (terminal).
+    Withdraw { memory: String },
+    /// Show a version of a Memory (the current one by default) with its content.
+    Show {
+        memory: String,
+        #[arg(long)]
+        version: Option<u32>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ThreadCmd {
+    /// Create a thread; `--grant ROLE` issues its first admission grant and prints the secret.
+    Create {
+        /// The subject, as content (may be empty).
+        #[command(flatten)]
+        subject: Content,
+        /// Issue a grant binding this role: observer, speaker or governor.
+        #[arg(long)]
+        grant: Option<String>,
+    },
+    /// Issue a new grant to a thread (a governor); prints its secret once.
+    Grant {
+        thread: String,
+        /// The role the grant binds: observer, speaker (default) or governor.
+        #[arg(long, default_value = "speaker")]
+        role: String,
+    },
+    /// Void the thread's live grant (a governor).
+    VoidGrant { thread: String },
+    /// Join a thread with a grant secret.
+    Join { secret: String },
+    /// Leave a thread.
+    Leave { thread: String },
+    /// Remove a member (a governor).
+    Remove { thread: String, member: String },
+    /// Change a member's role (a governor): observer, speaker or governor.
+    Role { thread: String, member: String, role: String },
+    /// Post an entry: content, or `--pin mem_5@2`.
+    Post {
+        thread: String,
+        #[command(flatten)]
+        content: Content,
+        /// Post a pinned version of an existing Memory instead of new content: `mem_5@2`.
+        #[arg(long, conflicts_with_all = ["text", "file"])]
+        pin: Option<String>,
+        /// Reply to this entry of the same thread.
+        #[arg(long)]
+        reply_to: Option<u64>,
+        /// Ask exactly these agents to respond: `ag_1,ag_2`.
+        #[arg(long, value_delimiter = ',', conflicts_with = "ask_nobody")]
+        ask: Vec<String>,
+        /// Ask nobody to respond.
+        #[arg(long)]
+        ask_nobody: bool,
+        /// Reference a Task.
+        #[arg(long)]
+        task_ref: Option<String>,
+    },
+    /// Handle an entry without replying, ending your owed response.
+    Handle {
+        thread: String,
+        entry: u64,
+        /// An optional note.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Retract your own entry.
+    Retract { thread: String, entry: u64 },
+    /// Close a thread (a governor).
+    Close { thread: String },
+    /// The thread's entries, oldest first.
+    Timeline { thread: String },
+    /// One entry with its content.
+    Entry { thread: String, entry: u64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AssignmentCmd {
+    /// Post an entry to a thread that creates an assignment to `--to`.
+    Create {
+        thread: String,
+        /// The addressee (`ag_2`).
+        #[arg(long)]
+        to: String,
+        /// The acceptance criteria as text.
+        #[arg(long, conflicts_with = "criteria_file")]
+        criteria: Option<String>,
+        /// Read the criteria from this file; `-` reads stdin.
+        #[arg(long)]
+        criteria_file: Option<String>,
+        /// The entry's content (default: the criteria).
+        #[command(flatten)]
+        content: Content,
+        /// The delivery window in seconds (default: the server's).
+        #[arg(long)]
+        delivery_window_secs: Option<u64>,
+        /// The judgment window in seconds (default: the server's).
+        #[arg(long)]
+        judgment_window_secs: Option<u64>,
+        /// Reply to this entry of the same thread.
+        #[arg(long)]
+        reply_to: Option<u64>,
+        /// Ask exactly these agents to respond: `ag_1,ag_2`.
+        #[arg(long, value_delimiter = ',', conflicts_with = "ask_nobody")]
+        ask: Vec<String>,
+        /// Ask nobody to respond to the entry.
+        #[arg(long)]
+        ask_nobody: bool,
+    },
+    /// Take an assignment addressed to you.
+    Take { assignment: String },
+    /// Deliver a taken assignment.
+    Deliver {
+        assignment: String,
+        #[command(flatten)]
+        output: Content,
+    },
+    /// Adopt a delivered assignment (its creator).
+    Adopt { assignment: String },
+    /// Reject a delivered assignment (its creator).
+    Reject {
+        assignment: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Drop an assignment you took.
+    Drop { assignment: String },
+    /// Void an assignment (its creator).
+    Void { assignment: String },
+    /// Show an assignment and its state.
+    Show { assignment: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCmd {
+    /// Create a Task from a contract file (TOML, or JSON when it ends in `.json` or starts with `{`).
+    Create {
+        /// The contract file; `-` reads stdin.
+        #[arg(long)]
+        contract: String,
+        /// Restrict the Task to these agents (`ag_1,ag_2`); default: the file's `audience`, else open.
+        #[arg(long, value_delimiter = ',')]
+        audience: Vec<String>,
+    },
+    /// Add a contract version (its author).
+    Revise {
+        task: String,
+        #[arg(long)]
+        contract: String,
+    },
+    /// Pause a Task: no new engagements.
+    Pause { task: String },
+    /// Resume a paused Task.
+    Resume { task: String },
+    /// Take a Task: a new engagement.
+    Take { task: String },
+    /// Deliver on your engagement of a Task.
+    Deliver {
+        task: String,
+        #[command(flatten)]
+        output: Content,
+        /// Take the Task in the same action.
+        #[arg(long)]
+        take: bool,
+    },
+    /// Drop your engagement.
+    Drop { engagement: String },
+    /// Adopt a delivered engagement (the judge).
+    Adopt { engagement: String },
+    /// Reject a delivered engagement (the judge).
+    Reject {
+        engagement: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Show a Task and a version of its contract.
+    Show {
+        task: String,
+        #[arg(long)]
+        version: Option<u32>,
+    },
+    /// Show one engagement and its state.
+    Engagement { engagement: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCmd {
+    /// One node's view of the cluster, as a table of the nodes.
+    Status,
+    /// Add a learner and wait until it has caught up (leader only).
+    AddLearner {
+        node_id: u64,
+        /// The learner's raft address, `host:port`.
+        #[arg(long)]
+        raft: String,
+        /// The learner's public API address, `host:port`.
+        #[arg(long)]
+        api: String,
+    },
+    /// Set the voters (leader only): `kungfu cluster change-membership 1 2 3`.
+    ChangeMembership {
+        #[arg(required = true)]
+        voters: Vec<u64>,
+        /// Keep learners that are not made voters.
+        #[arg(long)]
+        retain_learners: bool,
+    },
+    /// Hand leadership to another voter.
+    TransferLeader { to: u64 },
+    /// Build a snapshot on the leader now.
+    Snapshot,
+    /// Write a backup of the answering node's state into a new directory on its machine.
+    Backup {
+        #[arg(long)]
+        to: String,
+    },
+}

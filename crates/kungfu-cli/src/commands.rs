@@ -1,0 +1,860 @@
+//! Runs one parsed command: resolves endpoints and key (flag, then environment, then profile),
+//! makes the SDK call and prints the result as a table or as JSON.
+
+use crate::cli::{AssignmentCmd, Cli, ClusterCmd, Command, Content, MemoryCmd, TaskCmd, ThreadCmd};
+use crate::contract;
+use crate::error::CliError;
+use crate::output::{self, content_text, instant, pairs, table, to_json};
+use crate::profile::{self, Profile};
+use kungfu_client::{Client, ClientOptions, Post, Written, pb};
+use serde_json::{Value, json};
+use std::io::Read;
+use std::time::Duration;
+
+/// The endpoint used when no flag, environment variable or profile names one.
+pub const DEFAULT_ENDPOINT: &str = "127.0.0.1:7400";
+
+/// The most turn and timeline pages one command reads.
+const MAX_PAGES: usize = 1000;
+
+/// What every command needs: the client, the output mode and the idempotency key asked for.
+struct Ctx {
+    client: Client,
+    json: bool,
+    key: Option<String>,
+    options: ClientOptions,
+}
+
+impl Ctx {
+    /// The client acting as the agent, or a usage error when no key is known.
+    fn agent(&self) -> Result<&Client, CliError> {
+        match self.client.key() {
+            Some(_) => Ok(&self.client),
+            None => Err(CliError::usage(
+                "no agent key: pass --key, set KUNGFU_KEY, or run `kungfu register` to save one in the profile",
+            )),
+        }
+    }
+
+    fn idem(&self) -> Option<String> {
+        self.key.clone()
+    }
+}
+
+/// Runs the command.
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    let profiles = profile::load()?;
+    let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
+    let endpoints: Vec<String> = if !cli.endpoints.is_empty() {
+        cli.endpoints.iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()
+    } else if !saved.endpoints.is_empty() {
+        saved.endpoints.clone()
+    } else {
+        vec![DEFAULT_ENDPOINT.to_string()]
+    };
+    let key = cli.key.clone().filter(|k| !k.is_empty()).or_else(|| saved.agent_key.clone());
+    let options = ClientOptions {
+        call_timeout: Duration::from_secs(cli.timeout_secs.max(1)),
+        max_retries: cli.retries,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(endpoints.clone(), key, options.clone()).await?;
+    let ctx = Ctx { client, json: cli.json, key: cli.idempotency_key.clone(), options };
+    match cli.command {
+        Command::Register { no_save } => register(&ctx, &cli.profile, endpoints, no_save).await,
+        Command::Turn => turn(&ctx).await,
+        Command::Opportunities => opportunities(&ctx).await,
+        Command::Ws { object } => working_set(&ctx, &object).await,
+        Command::Memory(c) => memory(&ctx, c).await,
+        Command::Thread(c) => thread(&ctx, c).await,
+        Command::Assignment(c) => assignment(&ctx, c).await,
+        Command::Task(c) => task(&ctx, c).await,
+        Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
+    }
+}
+
+/// Reads bytes from a path, or from stdin for `-`.
+fn read_path(path: &str) -> Result<Vec<u8>, CliError> {
+    if path == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf).map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| CliError::usage(format!("cannot read {path}: {e}")))
+    }
+}
+
+/// The content of `--text` or `--file`; None when neither is given.
+fn content(c: &Content) -> Result<Option<Vec<u8>>, CliError> {
+    match (&c.text, &c.file) {
+        (Some(t), _) => Ok(Some(t.as_bytes().to_vec())),
+        (None, Some(path)) => read_path(path).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The content of `--text` or `--file`, which must be given.
+fn required(c: &Content, what: &str) -> Result<Vec<u8>, CliError> {
+    content(c)?
+        .ok_or_else(|| CliError::usage(format!("give the {what} with --text TEXT or --file PATH (`-` for stdin)")))
+}
+
+fn role(s: &str) -> Result<pb::Role, CliError> {
+    match s.to_ascii_lowercase().as_str() {
+        "observer" => Ok(pb::Role::Observer),
+        "speaker" => Ok(pb::Role::Speaker),
+        "governor" => Ok(pb::Role::Governor),
+        other => Err(CliError::usage(format!("role `{other}` is not one of: observer, speaker, governor"))),
+    }
+}
+
+/// A value of a JSON object as plain text for a table.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(plain).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Prints the outcome of a write: its receipt, whether it was replayed, the key it used, and
+/// `extra` fields (such as a one-time secret).
+fn written(ctx: &Ctx, receipt: &Option<pb::Receipt>, replayed: bool, key: &str, extra: Vec<(&str, Value)>) {
+    let receipt_json = receipt.as_ref().map(to_json).unwrap_or(Value::Null);
+    if ctx.json {
+        let mut v = json!({ "receipt": receipt_json, "replayed": replayed, "idempotency_key": key });
+        for (k, x) in extra {
+            v[k] = x;
+        }
+        output::print_json(&v);
+        return;
+    }
+    let kind = receipt.as_ref().map(|r| r.kind.clone()).unwrap_or_default();
+    let seq = receipt.as_ref().and_then(|r| r.seq).map(|s| format!(" (seq {s})")).unwrap_or_default();
+    println!("ok: {kind}{seq}{}", if replayed { " (replayed: the stored result of this key)" } else { "" });
+    let mut rows: Vec<(String, String)> = Vec::new();
+    if let Some(Value::Object(cases)) = receipt_json.get("result") {
+        for case in cases.values() {
+            if let Value::Object(fields) = case {
+                rows.extend(fields.iter().map(|(k, v)| (k.clone(), plain(v))));
+            }
+        }
+    }
+    for (k, v) in extra {
+        // A field the receipt already shows (such as the new agent's id) is shown once.
+        if !rows.iter().any(|(shown, _)| shown == k) {
+            rows.push((k.to_string(), plain(&v)));
+        }
+    }
+    rows.push(("idempotency key".to_string(), key.to_string()));
+    let borrowed: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    pairs(&borrowed);
+}
+
+/// Prints a write whose response has only a receipt.
+macro_rules! done {
+    ($ctx:expr, $w:expr) => {{
+        let w = $w;
+        written($ctx, &w.value.receipt, w.replayed, &w.idempotency_key, vec![]);
+        Ok(())
+    }};
+}
+
+async fn register(ctx: &Ctx, name: &str, endpoints: Vec<String>, no_save: bool) -> Result<(), CliError> {
+    let r = ctx.client.register(ctx.idem()).await?;
+    let path = if no_save {
+        None
+    } else {
+        let p = Profile { endpoints, agent_key: Some(r.agent_key.clone()), agent_id: Some(r.agent.clone()) };
+        Some(profile::save(name, p)?)
+    };
+    let w: &Written<pb::RegisterResponse> = &r.written;
+    let saved = path.map(|p| Value::String(p.display().to_string())).unwrap_or(Value::Null);
+    written(
+        ctx,
+        &w.value.receipt,
+        w.replayed,
+        &w.idempotency_key,
+        vec![
+            ("agent", Value::String(r.agent.clone())),
+            ("agent_key", Value::String(r.agent_key.clone())),
+            ("profile", Value::String(name.to_string())),
+            ("profile_file", saved),
+        ],
+    );
+    Ok(())
+}
+
+fn obligation(o: &Option<pb::ObligationRef>) -> String {
+    use pb::obligation_ref::Kind;
+    match o.as_ref().and_then(|o| o.kind.as_ref()) {
+        Some(Kind::Response(r)) => format!("response {}#{} by {}", r.thread, r.entry, r.responder),
+        Some(Kind::AssignmentDelivery(a)) => format!("delivery {a}"),
+        Some(Kind::AssignmentJudgment(a)) => format!("judgment {a}"),
+        Some(Kind::EngagementDelivery(e)) => format!("delivery {e}"),
+        Some(Kind::EngagementJudgment(e)) => format!("judgment {e}"),
+        None => "-".to_string(),
+    }
+}
+
+fn next_step(n: i32) -> String {
+    pb::NextStep::try_from(n)
+        .map(|s| s.as_str_name().trim_start_matches("NEXT_STEP_").to_ascii_lowercase())
+        .unwrap_or_else(|_| n.to_string())
+}
+
+fn turn_rows(items: &[pb::TurnItem]) -> Vec<Vec<String>> {
+    items
+        .iter()
+        .map(|i| {
+            vec![
+                obligation(&i.obligation),
+                i.object.clone(),
+                next_step(i.next),
+                instant(i.arose_at_unix_micros),
+                i.due_at_unix_micros.map(instant).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect()
+}
+
+const TURN_HEADER: [&str; 5] = ["OBLIGATION", "OBJECT", "NEXT", "AROSE", "DUE"];
+
+async fn turn(ctx: &Ctx) -> Result<(), CliError> {
+    let items = ctx.agent()?.turn_all(MAX_PAGES).await?;
+    if ctx.json {
+        output::print_json(&json!({ "items": items.iter().map(to_json).collect::<Vec<_>>() }));
+    } else {
+        table(&TURN_HEADER, &turn_rows(&items));
+    }
+    Ok(())
+}
+
+async fn opportunities(ctx: &Ctx) -> Result<(), CliError> {
+    let client = ctx.agent()?;
+    let mut items = Vec::new();
+    let mut cursor = String::new();
+    for _ in 0..MAX_PAGES {
+        let page =
+            client.get_opportunities(pb::GetOpportunitiesRequest { cursor: cursor.clone(), page_size: 0 }).await?;
+        items.extend(page.items);
+        if page.next_cursor.is_empty() || page.next_cursor == cursor {
+            break;
+        }
+        cursor = page.next_cursor;
+    }
+    if ctx.json {
+        output::print_json(&json!({ "items": items.iter().map(to_json).collect::<Vec<_>>() }));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|o| {
+            let what = match &o.kind {
+                Some(pb::opportunity::Kind::Assignment(a)) => format!("assignment {a}"),
+                Some(pb::opportunity::Kind::Task(t)) => format!("task {t}"),
+                None => "-".to_string(),
+            };
+            vec![what, o.object.clone(), instant(o.arose_at_unix_micros)]
+        })
+        .collect();
+    table(&["OPPORTUNITY", "OBJECT", "AROSE"], &rows);
+    Ok(())
+}
+
+fn role_name(r: i32) -> String {
+    pb::Role::try_from(r)
+        .map(|s| s.as_str_name().trim_start_matches("ROLE_").to_ascii_lowercase())
+        .unwrap_or_else(|_| r.to_string())
+}
+
+async fn working_set(ctx: &Ctx, object: &str) -> Result<(), CliError> {
+    let ws = ctx.agent()?.get_working_set(pb::GetWorkingSetRequest { object: object.to_string() }).await?;
+    if ctx.json {
+        output::print_json(&to_json(&ws));
+        return Ok(());
+    }
+    let mut rows = vec![("object", ws.object.clone())];
+    if let Some(Value::Object(cases)) = to_json(&ws).get("summary") {
+        for (case, fields) in cases {
+            rows.push(("kind", case.clone()));
+            if let Value::Object(fields) = fields {
+                for (k, v) in fields {
+                    rows.push((k.as_str(), plain(v)));
+                }
+            }
+        }
+        let owned: Vec<(String, String)> = rows.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let mut owned = owned;
+        owned.push(("your role".into(), role_name(ws.role)));
+        owned.push(("available actions".into(), ws.available_actions.join(", ")));
+        let b: Vec<(&str, String)> = owned.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        pairs(&b);
+    }
+    println!("\nobligations:");
+    table(&TURN_HEADER, &turn_rows(&ws.obligations));
+    println!("\nhistory (newest first):");
+    let history: Vec<Vec<String>> = ws
+        .history
+        .iter()
+        .map(|h| {
+            vec![
+                format!("{}.{}", h.seq, h.idx),
+                instant(h.at_unix_micros),
+                h.actor.clone().unwrap_or_else(|| "-".into()),
+                h.fact.clone(),
+            ]
+        })
+        .collect();
+    table(&["SEQ", "AT", "ACTOR", "FACT"], &history);
+    Ok(())
+}
+
+async fn memory(ctx: &Ctx, cmd: MemoryCmd) -> Result<(), CliError> {
+    let c = ctx.agent()?;
+    let k = ctx.idem();
+    match cmd {
+        MemoryCmd::Create(body) => {
+            let body = required(&body, "content")?;
+            let req = pb::CreateMemoryRequest { content: kungfu_client::content(body), ..Default::default() };
+            done!(ctx, c.create_memory(req, k).await?)
+        }
+        MemoryCmd::Update { memory, content: body } => {
+            let body = required(&body, "content")?;
+            let req = pb::UpdateMemoryRequest { memory, content: kungfu_client::content(body), ..Default::default() };
+            done!(ctx, c.update_memory(req, k).await?)
+        }
+        MemoryCmd::Publish { memory } => {
+            done!(ctx, c.publish_memory(pb::PublishMemoryRequest { memory, ..Default::default() }, k).await?)
+        }
+        MemoryCmd::Unpublish { memory } => {
+            done!(ctx, c.unpublish_memory(pb::UnpublishMemoryRequest { memory, ..Default::default() }, k).await?)
+        }
+        MemoryCmd::Withdraw { memory } => {
+            done!(ctx, c.withdraw_memory(pb::WithdrawMemoryRequest { memory, ..Default::default() }, k).await?)
+        }
+        MemoryCmd::Show { memory, version } => {
+            let v = c.get_memory(pb::GetMemoryRequest { memory, version }).await?;
+            if ctx.json {
+                let mut j = to_json(&v);
+                j["text"] = content_text(&v.content);
+                output::print_json(&j);
+                return Ok(());
+            }
+            let m = v.memory.clone().unwrap_or_default();
+            pairs(&[
+                ("memory", m.id),
+                ("author", m.author),
+                ("version", format!("{} of {}", v.version, m.current_version)),
+                ("public", m.public.to_string()),
+                ("withdrawn", m.withdrawn_at_unix_micros.map(instant).unwrap_or_else(|| "no".into())),
+                ("written", instant(v.version_created_at_unix_micros)),
+            ]);
+            println!("\n{}", plain(&content_text(&v.content)));
+            Ok(())
+        }
+    }
+}
+
+async fn thread(ctx: &Ctx, cmd: ThreadCmd) -> Result<(), CliError> {
+    let c = ctx.agent()?;
+    let k = ctx.idem();
+    match cmd {
+        ThreadCmd::Create { subject, grant } => {
+            let grant = grant.map(|g| role(&g)).transpose()?;
+            let req = pb::CreateThreadRequest {
+                subject: kungfu_client::content(content(&subject)?.unwrap_or_default()),
+                grant: grant.map(|r| pb::GrantSpec { role: r as i32 }),
+                ..Default::default()
+            };
+            let w = c.create_thread(req, k).await?;
+            let secret = (!w.value.grant_secret.is_empty()).then(|| Value::String(w.value.grant_secret.clone()));
+            let extra = secret.map(|s| vec![("grant_secret", s)]).unwrap_or_default();
+            written(ctx, &w.value.receipt, w.replayed, &w.idempotency_key, extra);
+            Ok(())
+        }
+        ThreadCmd::Grant { thread, role: r } => {
+            let req = pb::IssueGrantRequest { thread, role: role(&r)? as i32, ..Default::default() };
+            let w = c.issue_grant(req, k).await?;
+            let secret = (!w.value.grant_secret.is_empty()).then(|| Value::String(w.value.grant_secret.clone()));
+            let extra = secret.map(|s| vec![("grant_secret", s)]).unwrap_or_default();
+            written(ctx, &w.value.receipt, w.replayed, &w.idempotency_key, extra);
+            Ok(())
+        }
+        ThreadCmd::VoidGrant { thread } => {
+            done!(ctx, c.void_grant(pb::VoidGrantRequest { thread, ..Default::default() }, k).await?)
+        }
+        ThreadCmd::Join { secret } => {
+            done!(ctx, c.join(pb::JoinRequest { grant_secret: secret, ..Default::default() }, k).await?)
+        }
+        ThreadCmd::Leave { thread } => done!(ctx, c.leave(pb::LeaveRequest { thread, ..Default::default() }, k).await?),
+        ThreadCmd::Remove { thread, member } => {
+            done!(ctx, c.remove_member(pb::RemoveMemberRequest { thread, member, ..Default::default() }, k).await?)
+        }
+        ThreadCmd::Role { thread, member, role: r } => {
+            let req = pb::ChangeRoleRequest { thread, member, role: role(&r)? as i32, ..Default::default() };
+            done!(ctx, c.change_role(req, k).await?)
+        }
+        ThreadCmd::Post { thread, content: body, pin, reply_to, ask, ask_nobody, task_ref } => {
+            let mut post = match pin {
+                Some(p) => {
+                    let p = contract::pin(&p)?;
+                    Post::pin(&thread, &p.memory, p.version)
+                }
+                None => Post::content(&thread, required(&body, "entry's content (or --pin mem_5@2)")?),
+            };
+            if let Some(r) = reply_to {
+                post = post.reply_to(r);
+            }
+            if ask_nobody {
+                post = post.ask(Vec::<String>::new());
+            } else if !ask.is_empty() {
+                post = post.ask(ask);
+            }
+            if let Some(t) = task_ref {
+                post = post.task_ref(&t);
+            }
+            done!(ctx, c.post(post, k).await?)
+        }
+        ThreadCmd::Handle { thread, entry, note } => {
+            let req = pb::HandleRequest {
+                thread,
+                entry,
+                note: note.as_deref().and_then(kungfu_client::text),
+                ..Default::default()
+            };
+            done!(ctx, c.handle(req, k).await?)
+        }
+        ThreadCmd::Retract { thread, entry } => {
+            done!(ctx, c.retract(pb::RetractRequest { thread, entry, ..Default::default() }, k).await?)
+        }
+        ThreadCmd::Close { thread } => {
+            done!(ctx, c.close_thread(pb::CloseThreadRequest { thread, ..Default::default() }, k).await?)
+        }
+        ThreadCmd::Timeline { thread } => {
+            let entries = c.timeline_all(&thread, MAX_PAGES).await?;
+            if ctx.json {
+                output::print_json(&json!({ "entries": entries.iter().map(to_json).collect::<Vec<_>>() }));
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = entries
+                .iter()
+                .map(|e| {
+                    let pin = e.pin.as_ref().map(|p| format!("{}@{}", p.memory, p.version)).unwrap_or_default();
+                    vec![
+                        e.seq.to_string(),
+                        e.author.clone(),
+                        instant(e.posted_at_unix_micros),
+                        e.reply_to.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+                        if e.responders.is_empty() { "-".into() } else { e.responders.join(",") },
+                        e.assignment.clone().or_else(|| e.task_ref.clone()).unwrap_or_else(|| "-".into()),
+                        pin,
+                    ]
+                })
+                .collect();
+            table(&["SEQ", "AUTHOR", "POSTED", "REPLY_TO", "RESPONDERS", "ASSIGNMENT/TASK", "PIN"], &rows);
+            Ok(())
+        }
+        ThreadCmd::Entry { thread, entry } => {
+            let v = c.get_entry(pb::GetEntryRequest { thread, entry }).await?;
+            if ctx.json {
+                let mut j = to_json(&v);
+                j["text"] = content_text(&v.content);
+                output::print_json(&j);
+                return Ok(());
+            }
+            let e = v.entry.clone().unwrap_or_default();
+            pairs(&[
+                ("entry", format!("{}#{}", e.thread, e.seq)),
+                ("author", e.author),
+                ("posted", instant(e.posted_at_unix_micros)),
+                ("reply to", e.reply_to.map(|r| r.to_string()).unwrap_or_else(|| "-".into())),
+                ("responders", e.responders.join(",")),
+                ("assignment", e.assignment.unwrap_or_else(|| "-".into())),
+                ("task", e.task_ref.unwrap_or_else(|| "-".into())),
+            ]);
+            println!("\n{}", plain(&content_text(&v.content)));
+            Ok(())
+        }
+    }
+}
+
+fn assignment_state(a: &pb::Assignment) -> String {
+    use pb::assignment::State;
+    match &a.state {
+        Some(State::Open(())) => "open".into(),
+        Some(State::Taken(t)) => format!("taken, delivery due {}", instant(t.delivery_due_unix_micros)),
+        Some(State::Delivered(d)) => format!("delivered, judgment due {}", instant(d.judgment_due_unix_micros)),
+        Some(State::Ended(e)) => {
+            let o = pb::AssignmentOutcome::try_from(e.outcome)
+                .map(|o| o.as_str_name().trim_start_matches("ASSIGNMENT_OUTCOME_").to_ascii_lowercase())
+                .unwrap_or_else(|_| e.outcome.to_string());
+            format!("ended: {o}")
+        }
+        None => "-".into(),
+    }
+}
+
+async fn assignment(ctx: &Ctx, cmd: AssignmentCmd) -> Result<(), CliError> {
+    let c = ctx.agent()?;
+    let k = ctx.idem();
+    match cmd {
+        AssignmentCmd::Create {
+            thread,
+            to,
+            criteria,
+            criteria_file,
+            content: body,
+            delivery_window_secs,
+            judgment_window_secs,
+            reply_to,
+            ask,
+            ask_nobody,
+        } => {
+            let criteria = match (criteria, criteria_file) {
+                (Some(t), _) => t.into_bytes(),
+                (None, Some(p)) => read_path(&p)?,
+                (None, None) => {
+                    return Err(CliError::usage("give the criteria with --criteria TEXT or --criteria-file PATH"));
+                }
+            };
+            let body = content(&body)?.unwrap_or_else(|| criteria.clone());
+            let new = pb::NewAssignment {
+                addressee: to,
+                criteria: kungfu_client::content(criteria),
+                output_structure: None,
+                delivery_window_micros: delivery_window_secs.map(|s| s.saturating_mul(1_000_000)),
+                judgment_window_micros: judgment_window_secs.map(|s| s.saturating_mul(1_000_000)),
+            };
+            let mut post = Post::content(&thread, body).assignment(new);
+            if let Some(r) = reply_to {
+                post = post.reply_to(r);
+            }
+            if ask_nobody {
+                post = post.ask(Vec::<String>::new());
+            } else if !ask.is_empty() {
+                post = post.ask(ask);
+            }
+            done!(ctx, c.post(post, k).await?)
+        }
+        AssignmentCmd::Take { assignment } => {
+            let req = pb::TakeAssignmentRequest { assignment, ..Default::default() };
+            done!(ctx, c.take_assignment(req, k).await?)
+        }
+        AssignmentCmd::Deliver { assignment, output: out } => {
+            let body = required(&out, "output")?;
+            let req =
+                pb::DeliverAssignmentRequest { assignment, output: kungfu_client::content(body), ..Default::default() };
+            done!(ctx, c.deliver_assignment(req, k).await?)
+        }
+        AssignmentCmd::Adopt { assignment } => {
+            let req = pb::AdoptAssignmentRequest { assignment, ..Default::default() };
+            done!(ctx, c.adopt_assignment(req, k).await?)
+        }
+        AssignmentCmd::Reject { assignment, reason } => {
+            let req =
+                pb::RejectAssignmentRequest { assignment, reason: kungfu_client::text(&reason), ..Default::default() };
+            done!(ctx, c.reject_assignment(req, k).await?)
+        }
+        AssignmentCmd::Drop { assignment } => {
+            let req = pb::DropAssignmentRequest { assignment, ..Default::default() };
+            done!(ctx, c.drop_assignment(req, k).await?)
+        }
+        AssignmentCmd::Void { assignment } => {
+            let req = pb::VoidAssignmentRequest { assignment, ..Default::default() };
+            done!(ctx, c.void_assignment(req, k).await?)
+        }
+        AssignmentCmd::Show { assignment } => {
+            let a = c.get_assignment(pb::GetAssignmentRequest { assignment }).await?;
+            let output_text = match &a.state {
+                Some(pb::assignment::State::Delivered(d)) => content_text(&d.output),
+                Some(pb::assignment::State::Ended(e)) => content_text(&e.delivered),
+                _ => Value::Null,
+            };
+            if ctx.json {
+                let mut j = to_json(&a);
+                j["state_name"] = Value::String(assignment_state(&a));
+                j["criteria_text"] = content_text(&a.criteria);
+                j["output_text"] = output_text;
+                output::print_json(&j);
+                return Ok(());
+            }
+            pairs(&[
+                ("assignment", a.id.clone()),
+                ("thread", format!("{}#{}", a.thread, a.entry)),
+                ("creator", a.creator.clone()),
+                ("addressee", a.addressee.clone()),
+                ("created", instant(a.created_at_unix_micros)),
+                ("state", assignment_state(&a)),
+                ("criteria", plain(&content_text(&a.criteria))),
+                ("output", plain(&output_text)),
+            ]);
+            Ok(())
+        }
+    }
+}
+
+/// Reads and parses a contract file.
+fn contract_file(path: &str) -> Result<contract::ContractFile, CliError> {
+    let bytes = read_path(path)?;
+    let text = String::from_utf8(bytes).map_err(|_| CliError::usage(format!("{path} is not UTF-8 text")))?;
+    contract::parse(&text, path.ends_with(".json"))
+}
+
+fn engagement_state(e: &pb::Engagement) -> String {
+    use pb::engagement::State;
+    match &e.state {
+        Some(State::Open(o)) => format!("open, delivery due {}", instant(o.delivery_due_unix_micros)),
+        Some(State::Delivered(d)) => format!("delivered, judgment due {}", instant(d.judgment_due_unix_micros)),
+        Some(State::Ended(x)) => {
+            let o = pb::EngagementOutcome::try_from(x.outcome)
+                .map(|o| o.as_str_name().trim_start_matches("ENGAGEMENT_OUTCOME_").to_ascii_lowercase())
+                .unwrap_or_else(|_| x.outcome.to_string());
+            format!("ended: {o}")
+        }
+        None => "-".into(),
+    }
+}
+
+async fn task(ctx: &Ctx, cmd: TaskCmd) -> Result<(), CliError> {
+    let c = ctx.agent()?;
+    let k = ctx.idem();
+    match cmd {
+        TaskCmd::Create { contract, audience } => {
+            let file = contract_file(&contract)?;
+            let req = pb::CreateTaskRequest {
+                audience: Some(file.audience(&audience)),
+                contract: Some(file.draft()?),
+                ..Default::default()
+            };
+            done!(ctx, c.create_task(req, k).await?)
+        }
+        TaskCmd::Revise { task, contract } => {
+            let file = contract_file(&contract)?;
+            let req = pb::ReviseContractRequest { task, contract: Some(file.draft()?), ..Default::default() };
+            done!(ctx, c.revise_contract(req, k).await?)
+        }
+        TaskCmd::Pause { task } => {
+            done!(ctx, c.pause_task(pb::PauseTaskRequest { task, ..Default::default() }, k).await?)
+        }
+        TaskCmd::Resume { task } => {
+            done!(ctx, c.resume_task(pb::ResumeTaskRequest { task, ..Default::default() }, k).await?)
+        }
+        TaskCmd::Take { task } => done!(ctx, c.take_task(pb::TakeTaskRequest { task, ..Default::default() }, k).await?),
+        TaskCmd::Deliver { task, output: out, take } => {
+            let body = required(&out, "output")?;
+            let req = pb::DeliverTaskRequest { task, output: kungfu_client::content(body), take, ..Default::default() };
+            done!(ctx, c.deliver_task(req, k).await?)
+        }
+        TaskCmd::Drop { engagement } => {
+            done!(ctx, c.drop_engagement(pb::DropEngagementRequest { engagement, ..Default::default() }, k).await?)
+        }
+        TaskCmd::Adopt { engagement } => {
+            done!(ctx, c.adopt_engagement(pb::AdoptEngagementRequest { engagement, ..Default::default() }, k).await?)
+        }
+        TaskCmd::Reject { engagement, reason } => {
+            let req =
+                pb::RejectEngagementRequest { engagement, reason: kungfu_client::text(&reason), ..Default::default() };
+            done!(ctx, c.reject_engagement(req, k).await?)
+        }
+        TaskCmd::Show { task, version } => {
+            let v = c.get_task(pb::GetTaskRequest { task, version }).await?;
+            let contract = v.contract.as_ref().and_then(|c| c.contract.clone()).unwrap_or_default();
+            if ctx.json {
+                let mut j = to_json(&v);
+                j["requirements_text"] = content_text(&contract.requirements);
+                output::print_json(&j);
+                return Ok(());
+            }
+            let t = v.task.clone().unwrap_or_default();
+            let audience = match t.audience.as_ref().and_then(|a| a.kind.as_ref()) {
+                Some(pb::audience::Kind::Restricted(r)) => format!("restricted to {}", r.agents.join(",")),
+                _ => "open".into(),
+            };
+            pairs(&[
+                ("task", t.id),
+                ("author", t.author),
+                ("audience", audience),
+                (
+                    "version",
+                    format!("{} (current {})", v.contract.as_ref().map(|c| c.version).unwrap_or(0), t.current_version),
+                ),
+                ("paused", t.paused.to_string()),
+                ("adopted", t.adopted.to_string()),
+                ("open engagements", t.open_engagements.to_string()),
+                ("max adoptions", contract.max_adoptions.map(|m| m.to_string()).unwrap_or_else(|| "-".into())),
+                ("judge", contract.judge.clone().unwrap_or_else(|| "the author".into())),
+                ("requirements", plain(&content_text(&contract.requirements))),
+            ]);
+            Ok(())
+        }
+        TaskCmd::Engagement { engagement } => {
+            let e = c.get_engagement(pb::GetEngagementRequest { engagement }).await?;
+            if ctx.json {
+                let mut j = to_json(&e);
+                j["state_name"] = Value::String(engagement_state(&e));
+                output::print_json(&j);
+                return Ok(());
+            }
+            pairs(&[
+                ("engagement", e.id.clone()),
+                ("task", format!("{} (contract version {})", e.task, e.contract_version)),
+                ("agent", e.agent.clone()),
+                ("judge", e.judge.clone()),
+                ("taken", instant(e.taken_at_unix_micros)),
+                ("state", engagement_state(&e)),
+            ]);
+            Ok(())
+        }
+    }
+}
+
+fn raft_role(r: i32) -> String {
+    pb::RaftRole::try_from(r)
+        .map(|s| s.as_str_name().trim_start_matches("RAFT_ROLE_").to_ascii_lowercase())
+        .unwrap_or_else(|_| r.to_string())
+}
+
+/// The operator client: the key is the operator token.
+fn operator(ctx: &Ctx) -> Result<&Client, CliError> {
+    match ctx.client.key() {
+        Some(_) => Ok(&ctx.client),
+        None => Err(CliError::usage("cluster commands need the operator token: pass --key or set KUNGFU_KEY")),
+    }
+}
+
+async fn cluster(ctx: &Ctx, cmd: ClusterCmd, endpoints: &[String]) -> Result<(), CliError> {
+    let c = operator(ctx)?;
+    let answer = |v: Value| {
+        if ctx.json {
+            output::print_json(&v);
+        } else if let Value::Object(m) = &v {
+            let rows: Vec<(&str, String)> = m.iter().map(|(k, x)| (k.as_str(), plain(x))).collect();
+            pairs(&rows);
+        }
+    };
+    match cmd {
+        ClusterCmd::Status => status(ctx, c, endpoints).await,
+        ClusterCmd::AddLearner { node_id, raft, api } => {
+            let r = c.add_learner(pb::AddLearnerRequest { node_id, raft_addr: raft, api_addr: api }).await?;
+            answer(to_json(&r));
+            Ok(())
+        }
+        ClusterCmd::ChangeMembership { voters, retain_learners } => {
+            let r = c.change_membership(pb::ChangeMembershipRequest { voters, retain_learners }).await?;
+            answer(to_json(&r));
+            Ok(())
+        }
+        ClusterCmd::TransferLeader { to } => {
+            let r = c.transfer_leader(pb::TransferLeaderRequest { to }).await?;
+            answer(to_json(&r));
+            Ok(())
+        }
+        ClusterCmd::Snapshot => {
+            let r = c.trigger_snapshot(pb::TriggerSnapshotRequest {}).await?;
+            answer(to_json(&r));
+            Ok(())
+        }
+        ClusterCmd::Backup { to } => {
+            let r = c.backup(pb::BackupRequest { target_dir: to }).await?;
+            if ctx.json {
+                output::print_json(&to_json(&r));
+            } else {
+                println!("backup written to {}", r.target_dir);
+                if let Some(Value::Object(m)) = to_json(&r).get("manifest") {
+                    let rows: Vec<(&str, String)> = m.iter().map(|(k, x)| (k.as_str(), plain(x))).collect();
+                    pairs(&rows);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `cluster status`: asks the given endpoints, then every member at its own API address, and
+/// prints one row per node from that node's own view, with its lag as the leader reports it.
+async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliError> {
+    let first = c.cluster_status(pb::ClusterStatusRequest {}).await?;
+    let membership = first.membership.clone().unwrap_or_default();
+    let mut members: Vec<(pb::ClusterNode, bool)> = membership.voters.iter().map(|n| (n.clone(), true)).collect();
+    members.extend(membership.learners.iter().map(|n| (n.clone(), false)));
+    if members.is_empty() {
+        let api = endpoints.first().cloned().unwrap_or_default();
+        members.push((pb::ClusterNode { node_id: first.node_id, raft_addr: String::new(), api_addr: api }, true));
+    }
+    let mut views: Vec<(pb::ClusterNode, bool, Option<pb::ClusterStatusResponse>)> = Vec::new();
+    for (node, voter) in members {
+        let view = if node.node_id == first.node_id {
+            Some(first.clone())
+        } else if node.api_addr.is_empty() {
+            None
+        } else {
+            let options = ClientOptions { max_retries: 0, call_timeout: Duration::from_secs(2), ..ctx.options.clone() };
+            match Client::connect(vec![node.api_addr.clone()], c.key().map(str::to_string), options).await {
+                Ok(one) => one.cluster_status(pb::ClusterStatusRequest {}).await.ok(),
+                Err(_) => None,
+            }
+        };
+        views.push((node, voter, view));
+    }
+    // The leader's replication progress gives each follower's lag.
+    let leader_view = views.iter().filter_map(|(_, _, v)| v.as_ref()).find(|v| v.role == pb::RaftRole::Leader as i32);
+    let lag = |id: u64| -> Option<u64> {
+        let l = leader_view?;
+        if l.node_id == id {
+            return Some(0);
+        }
+        l.replication.iter().find(|p| p.node_id == id).map(|p| p.lag_entries)
+    };
+    let rows: Vec<Value> = views
+        .iter()
+        .map(|(node, voter, view)| match view {
+            Some(v) => json!({
+                "node_id": node.node_id,
+                "api_addr": node.api_addr,
+                "voter": voter,
+                "reachable": true,
+                "role": raft_role(v.role),
+                "term": v.term,
+                "leader_id": v.leader_id,
+                "last_log_index": v.last_log_index,
+                "committed_index": v.committed_index,
+                "applied_index": v.applied_index,
+                "lag_entries": lag(node.node_id),
+                "fatal_error": if v.fatal_error.is_empty() { Value::Null } else { Value::String(v.fatal_error.clone()) },
+            }),
+            None => json!({
+                "node_id": node.node_id,
+                "api_addr": node.api_addr,
+                "voter": voter,
+                "reachable": false,
+                "role": "unreachable",
+                "lag_entries": lag(node.node_id),
+            }),
+        })
+        .collect();
+    if ctx.json {
+        output::print_json(&json!({ "cluster_id": first.cluster_id, "answered_by": first.node_id, "nodes": rows }));
+        return Ok(());
+    }
+    println!("cluster {} (answered by node {})", first.cluster_id, first.node_id);
+    let cell = |v: &Value, k: &str| plain(v.get(k).unwrap_or(&Value::Null));
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                cell(r, "node_id"),
+                cell(r, "role"),
+                cell(r, "term"),
+                cell(r, "leader_id"),
+                cell(r, "last_log_index"),
+                cell(r, "applied_index"),
+                cell(r, "lag_entries"),
+                cell(r, "api_addr"),
+            ]
+        })
+        .collect();
+    table(&["NODE", "ROLE", "TERM", "LEADER", "LAST LOG", "APPLIED", "LAG", "API"], &table_rows);
+    Ok(())
+}

@@ -1,0 +1,413 @@
+//! The `kungfu` command line against real `kungfud` processes: every command at least once with
+//! its `--json` output parsed, an error of each exit-status class, and the profile file that
+//! `register` writes (mode 0600) and later commands read.
+
+use kungfu_system_tests::{BOUND, Cluster};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The operator token of the test node.
+const TOKEN: &str = "operator-token-for-cli-tests";
+
+/// One node and a private home directory for the command line's profiles.
+struct Env {
+    cluster: Cluster,
+    home: tempfile::TempDir,
+    endpoint: String,
+}
+
+impl Env {
+    /// Starts a one-node cluster with an operator token and waits until it leads.
+    fn start() -> Env {
+        let cluster = Cluster::start(1, &format!("operator_token = \"{TOKEN}\"\n"));
+        let endpoint = cluster.nodes.values().map(|n| n.api.to_string()).next().expect("one node");
+        let env = Env { cluster, home: tempfile::tempdir().expect("tempdir"), endpoint };
+        let start = Instant::now();
+        loop {
+            let out = env.run(&[
+                "cluster",
+                "status",
+                "--json",
+                "--retries",
+                "0",
+                "--key",
+                TOKEN,
+                "--endpoint",
+                &env.endpoint,
+            ]);
+            if out.status.success() {
+                let v: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+                if v["nodes"][0]["role"] == "leader" {
+                    return env;
+                }
+            }
+            assert!(start.elapsed() < BOUND, "the node never became leader: {}", env.cluster.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.home.path().join("xdg")
+    }
+
+    /// Runs `kungfu` with `args` in a clean environment whose home is the test's directory.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_kungfu"))
+            .args(args)
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.config_dir())
+            .env_remove("KUNGFU_KEY")
+            .env_remove("KUNGFU_ENDPOINTS")
+            .env_remove("KUNGFU_PROFILE")
+            .output()
+            .expect("run kungfu")
+    }
+
+    /// Runs `kungfu` with `args` and one environment variable set.
+    fn run_env(&self, var: &str, value: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_kungfu"))
+            .args(args)
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.config_dir())
+            .env_remove("KUNGFU_KEY")
+            .env_remove("KUNGFU_ENDPOINTS")
+            .env_remove("KUNGFU_PROFILE")
+            .env(var, value)
+            .output()
+            .expect("run kungfu")
+    }
+
+    /// Runs `kungfu --json` as the agent of `profile`, expects success and parses stdout.
+    fn ok(&self, profile: &str, args: &[&str]) -> Value {
+        let mut all = vec!["--json", "--profile", profile];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        assert!(
+            out.status.success(),
+            "kungfu {all:?} failed: {}\nstdout: {}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("kungfu {all:?} printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+
+    /// Runs `kungfu --json` as the agent of `profile`, expects exit status `exit`, and returns the
+    /// JSON error of stderr's last line and the whole stderr.
+    fn fails(&self, profile: &str, args: &[&str], exit: i32) -> (Value, String) {
+        let mut all = vec!["--json", "--profile", profile];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(exit), "kungfu {all:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("no JSON error ({e}): {stderr}"));
+        assert_eq!(v["error"]["exit_status"], exit, "{stderr}");
+        (v["error"].clone(), stderr)
+    }
+
+    /// Registers an agent under `profile` and returns its id.
+    fn register(&self, profile: &str) -> String {
+        let v = self.ok(profile, &["register", "--endpoint", &self.endpoint]);
+        let id = v["agent"].as_str().expect("agent id").to_string();
+        assert!(id.starts_with("ag_"), "{v}");
+        assert!(v["agent_key"].as_str().is_some_and(|k| !k.is_empty()), "{v}");
+        assert_eq!(v["receipt"]["result"]["agent_registered"]["agent"], id.as_str(), "{v}");
+        id
+    }
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+}
+
+#[test]
+fn agents_work_a_thread_assignments_and_a_task_through_the_cli() {
+    let env = Env::start();
+    let lead = env.register("lead");
+    let worker = env.register("worker");
+    let helper = env.register("helper");
+
+    // The profile file is private, its directory too, and it names both agents.
+    let file = env.config_dir().join("kungfu").join("profiles.toml");
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().expect("dir")), 0o700);
+    let text = std::fs::read_to_string(&file).expect("profiles");
+    assert!(text.contains(&lead) && text.contains(&worker), "{text}");
+
+    // A thread with a grant, joined by the worker and the helper. From here on no command names a
+    // key or an endpoint: the profiles give both.
+    let created = env.ok("lead", &["thread", "create", "--text", "the incident", "--grant", "speaker"]);
+    let th = s(&created["receipt"]["result"]["thread_created"]["thread"]);
+    let secret = s(&created["grant_secret"]);
+    assert!(th.starts_with("th_") && !secret.is_empty(), "{created}");
+    assert!(created["idempotency_key"].as_str().is_some_and(|k| !k.is_empty()));
+    let joined = env.ok("worker", &["thread", "join", &secret]);
+    assert_eq!(joined["receipt"]["result"]["joined"]["thread"], th.as_str(), "{joined}");
+    env.ok("helper", &["thread", "join", &secret, "--idempotency-key", "helper-join-1"]);
+    // The same key again is a replay of the first success.
+    let again = env.ok("helper", &["thread", "join", &secret, "--idempotency-key", "helper-join-1"]);
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["idempotency_key"], "helper-join-1");
+
+    // An ask, seen in the worker's turn, answered, and the turn is empty again.
+    let asked = env.ok("lead", &["thread", "post", &th, "--text", "what broke?", "--ask", &worker]);
+    let seq = s(&asked["receipt"]["result"]["posted"]["entry"]);
+    let turn = env.ok("worker", &["turn"]);
+    let items = turn["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{turn}");
+    assert_eq!(items[0]["kind"], "Response", "{turn}");
+    assert_eq!(s(&items[0]["obligation"]["kind"]["response"]["entry"]), seq, "{turn}");
+    let stdin_file = env.home.path().join("answer.txt");
+    std::fs::write(&stdin_file, "the disk filled up").expect("write answer");
+    let path = stdin_file.display().to_string();
+    env.ok("worker", &["thread", "post", &th, "--file", &path, "--reply-to", &seq, "--ask-nobody"]);
+    let turn = env.ok("worker", &["turn"]);
+    assert_eq!(turn["items"].as_array().map(Vec::len), Some(0), "{turn}");
+
+    // Reads of the thread.
+    let timeline = env.ok("worker", &["thread", "timeline", &th]);
+    assert_eq!(timeline["entries"].as_array().map(Vec::len), Some(2), "{timeline}");
+    let entry = env.ok("worker", &["thread", "entry", &th, "2"]);
+    assert_eq!(entry["text"], "the disk filled up", "{entry}");
+    let ws = env.ok("worker", &["ws", &th]);
+    assert_eq!(ws["summary"]["thread"]["id"], th.as_str(), "{ws}");
+
+    // An assignment taken, delivered and adopted.
+    let post =
+        env.ok("lead", &["assignment", "create", &th, "--to", &worker, "--criteria", "a root cause", "--ask-nobody"]);
+    let asg = s(&post["receipt"]["result"]["posted"]["assignment"]);
+    assert!(asg.starts_with("asg_"), "{post}");
+    let opp = env.ok("worker", &["opportunities"]);
+    assert_eq!(opp["items"][0]["kind"]["assignment"], asg.as_str(), "{opp}");
+    env.ok("worker", &["assignment", "take", &asg]);
+    let turn = env.ok("worker", &["turn"]);
+    assert_eq!(turn["items"][0]["obligation"]["kind"]["assignment_delivery"], asg.as_str(), "{turn}");
+    env.ok("worker", &["assignment", "deliver", &asg, "--text", "a full disk"]);
+    let shown = env.ok("lead", &["assignment", "show", &asg]);
+    assert_eq!(shown["output_text"], "a full disk", "{shown}");
+    let adopted = env.ok("lead", &["assignment", "adopt", &asg]);
+    assert_eq!(adopted["receipt"]["result"]["assignment_adopted"]["assignment"], asg.as_str(), "{adopted}");
+    let shown = env.ok("lead", &["assignment", "show", &asg]);
+    assert_eq!(shown["state_name"], "ended: adopted", "{shown}");
+
+    // One rejected, one dropped, one voided.
+    let asg2 = s(&env
+        .ok("lead", &["assignment", "create", &th, "--to", &worker, "--criteria", "more", "--ask-nobody"])["receipt"]
+        ["result"]["posted"]["assignment"]);
+    env.ok("worker", &["assignment", "take", &asg2]);
+    env.ok("worker", &["assignment", "deliver", &asg2, "--text", "not enough"]);
+    env.ok("lead", &["assignment", "reject", &asg2, "--reason", "too short"]);
+    let asg3 = s(
+        &env.ok("lead", &["assignment", "create", &th, "--to", &worker, "--criteria", "x", "--ask-nobody"])["receipt"]
+            ["result"]["posted"]["assignment"],
+    );
+    env.ok("worker", &["assignment", "take", &asg3]);
+    env.ok("worker", &["assignment", "drop", &asg3]);
+    let asg4 = s(
+        &env.ok("lead", &["assignment", "create", &th, "--to", &worker, "--criteria", "y", "--ask-nobody"])["receipt"]
+            ["result"]["posted"]["assignment"],
+    );
+    env.ok("lead", &["assignment", "void", &asg4]);
+    assert_eq!(env.ok("lead", &["assignment", "show", &asg4])["state_name"], "ended: voided");
+
+    // Handle, retract, roles, grants, removal, leaving and closing.
+    let q =
+        s(&env.ok("lead", &["thread", "post", &th, "--text", "ack?", "--ask", &worker])["receipt"]["result"]["posted"]
+            ["entry"]);
+    env.ok("worker", &["thread", "handle", &th, &q, "--note", "seen"]);
+    let r =
+        s(&env.ok("lead", &["thread", "post", &th, "--text", "oops", "--ask", &helper])["receipt"]["result"]["posted"]
+            ["entry"]);
+    env.ok("lead", &["thread", "retract", &th, &r]);
+    let granted = env.ok("lead", &["thread", "grant", &th, "--role", "observer"]);
+    assert!(granted["grant_secret"].as_str().is_some_and(|x| !x.is_empty()), "{granted}");
+    env.ok("lead", &["thread", "void-grant", &th]);
+    let role = env.ok("lead", &["thread", "role", &th, &helper, "observer"]);
+    assert_eq!(role["receipt"]["result"]["role_changed"]["to"], "Observer", "{role}");
+    env.ok("helper", &["thread", "leave", &th]);
+    env.ok("lead", &["thread", "remove", &th, &worker]);
+    env.ok("lead", &["thread", "close", &th]);
+
+    // Memories.
+    let m = env.ok("lead", &["memory", "create", "--text", "v1"]);
+    let mem = s(&m["receipt"]["result"]["memory_created"]["memory"]);
+    env.ok("lead", &["memory", "update", &mem, "--text", "v2"]);
+    env.ok("lead", &["memory", "publish", &mem]);
+    let shown = env.ok("worker", &["memory", "show", &mem]);
+    assert_eq!(shown["text"], "v2", "{shown}");
+    assert_eq!(env.ok("lead", &["memory", "show", &mem, "--version", "1"])["text"], "v1");
+    env.ok("lead", &["memory", "unpublish", &mem]);
+    env.ok("lead", &["memory", "withdraw", &mem]);
+
+    // A Task from a TOML contract: taken and delivered, adopted; revised from JSON, paused, resumed;
+    // delivered with --take and rejected; taken and dropped.
+    let toml = env.home.path().join("contract.toml");
+    std::fs::write(
+        &toml,
+        "requirements = \"write the postmortem\"\nacceptance = \"it explains the cause\"\nmax_adoptions = 2\n",
+    )
+    .expect("contract");
+    let created = env.ok("lead", &["task", "create", "--contract", &toml.display().to_string()]);
+    let task = s(&created["receipt"]["result"]["task_created"]["task"]);
+    assert!(task.starts_with("task_"), "{created}");
+    let shown = env.ok("worker", &["task", "show", &task]);
+    assert_eq!(shown["requirements_text"], "write the postmortem", "{shown}");
+    let engaged = env.ok("worker", &["task", "take", &task]);
+    let eng = s(&engaged["receipt"]["result"]["engaged"]["engagement"]);
+    env.ok("worker", &["task", "deliver", &task, "--text", "the postmortem"]);
+    let judged = env.ok("lead", &["turn"]);
+    assert!(judged["items"].as_array().is_some_and(|i| i.iter().any(|x| x["kind"] == "Judgment")), "{judged}");
+    env.ok("lead", &["task", "adopt", &eng]);
+    assert_eq!(env.ok("worker", &["task", "engagement", &eng])["state_name"], "ended: adopted");
+    let json = env.home.path().join("contract.json");
+    std::fs::write(&json, "{\"requirements\": \"write it better\", \"acceptance\": \"clear\", \"max_adoptions\": 2}")
+        .expect("contract");
+    let revised = env.ok("lead", &["task", "revise", &task, "--contract", &json.display().to_string()]);
+    assert_eq!(revised["receipt"]["result"]["contract_revised"]["version"], 2, "{revised}");
+    env.ok("lead", &["task", "pause", &task]);
+    env.ok("lead", &["task", "resume", &task]);
+    let delivered = env.ok("helper", &["task", "deliver", &task, "--take", "--text", "mine"]);
+    let eng2 = s(&delivered["receipt"]["result"]["engagement_delivered"]["engagement"]);
+    env.ok("lead", &["task", "reject", &eng2, "--reason", "not it"]);
+    env.register("third");
+    let eng3 = s(&env.ok("third", &["task", "take", &task])["receipt"]["result"]["engaged"]["engagement"]);
+    env.ok("third", &["task", "drop", &eng3]);
+    assert_eq!(env.ok("third", &["task", "engagement", &eng3])["state_name"], "ended: dropped");
+
+    // Human output is a table, not JSON.
+    let out = env.run(&["--profile", "lead", "turn"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("OBLIGATION") || text.contains("(none)"), "{text}");
+}
+
+#[test]
+fn each_error_class_has_its_exit_status_and_json() {
+    let env = Env::start();
+    env.register("a");
+    env.register("b");
+    let created = env.ok("a", &["thread", "create", "--text", "s", "--grant", "speaker"]);
+    let th = s(&created["receipt"]["result"]["thread_created"]["thread"]);
+    env.ok("b", &["thread", "join", &s(&created["grant_secret"])]);
+
+    // 2: usage, locally and from the server.
+    let (e, _) = env.fails("a", &["thread", "post", &th], 2);
+    assert_eq!(e["code"], "USAGE");
+    let bad = env.home.path().join("bad.toml");
+    std::fs::write(&bad, "requirements = \"r\"\nacceptance = \"a\"\nmax_adoptions = 0\n").expect("contract");
+    let (e, stderr) = env.fails("a", &["task", "create", "--contract", &bad.display().to_string()], 2);
+    assert_eq!(e["code"], "INVALID_ARGUMENT", "{stderr}");
+    assert_eq!(e["field"], "contract.max_adoptions", "{stderr}");
+    assert!(stderr.contains("error: INVALID_ARGUMENT: ") && stderr.contains("next step: revise"), "{stderr}");
+    let out = env.run(&["thread", "nonsense"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // 3: not found.
+    let (e, stderr) = env.fails("a", &["thread", "timeline", "th_999"], 3);
+    assert_eq!(e["code"], "NOT_FOUND");
+    assert!(stderr.contains("error: NOT_FOUND: "), "{stderr}");
+
+    // 4: permission and authentication.
+    let (e, _) = env.fails("b", &["thread", "close", &th], 4);
+    assert_eq!(e["code"], "NOT_GOVERNOR");
+    let (e, _) = env.fails("a", &["turn", "--key", "kf_ag_not_a_real_key", "--retries", "0"], 4);
+    assert_eq!(e["code"], "UNAUTHENTICATED");
+
+    // 5: state.
+    env.ok("a", &["thread", "close", &th]);
+    let (e, _) = env.fails("a", &["thread", "post", &th, "--text", "late"], 5);
+    assert_eq!(e["code"], "THREAD_CLOSED");
+
+    // 6: limits.
+    let big = "x".repeat(4096);
+    let (e, _) = env.fails("a", &["thread", "create", "--text", &big], 6);
+    assert_eq!(e["code"], "LIMIT_EXCEEDED");
+
+    // 7: no node answers a write: the key to retry with is printed.
+    let (e, stderr) = env.fails(
+        "a",
+        &["thread", "create", "--text", "s", "--endpoint", "127.0.0.1:1", "--retries", "1", "--idempotency-key", "k-7"],
+        7,
+    );
+    assert_eq!(e["code"], "INDETERMINATE", "{stderr}");
+    assert_eq!(e["idempotency_key"], "k-7");
+    assert!(stderr.contains("--idempotency-key k-7"), "{stderr}");
+
+    // The environment beats the profile, and a flag beats the environment.
+    let out = env.run_env("KUNGFU_KEY", "kf_ag_wrong", &["--profile", "a", "turn", "--retries", "0"]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = env.run_env("KUNGFU_ENDPOINTS", "127.0.0.1:1", &["--profile", "a", "turn", "--retries", "0"]);
+    assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
+    let flagged = ["--profile", "a", "turn", "--retries", "0", "--endpoint", env.endpoint.as_str()];
+    let out = env.run_env("KUNGFU_ENDPOINTS", "127.0.0.1:1", &flagged);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Without a key anywhere, agent commands say how to get one.
+    let (e, _) = env.fails("nobody", &["turn"], 2);
+    assert!(s(&e["message"]).contains("kungfu register"), "{e}");
+
+    // The help text documents the exit statuses.
+    let help = env.run(&["--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Exit status:"));
+}
+
+#[test]
+fn operator_commands_show_and_manage_the_cluster() {
+    let env = Env::start();
+    let key = ["--key", TOKEN, "--endpoint", env.endpoint.as_str()];
+    let mut args = vec!["cluster", "status"];
+    args.extend_from_slice(&key);
+    let status = env.ok("default", &args);
+    assert_eq!(status["nodes"].as_array().map(Vec::len), Some(1), "{status}");
+    assert_eq!(status["nodes"][0]["role"], "leader", "{status}");
+    assert_eq!(status["nodes"][0]["node_id"], 1, "{status}");
+    let out = env.run(&["cluster", "status", "--key", TOKEN, "--endpoint", &env.endpoint]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ROLE") && text.contains("leader"), "{text}");
+
+    let mut args = vec!["cluster", "snapshot"];
+    args.extend_from_slice(&key);
+    let snap = env.ok("default", &args);
+    assert!(snap["snapshot_index"].is_number(), "{snap}");
+
+    let target = env.home.path().join("backup-1").display().to_string();
+    let mut args = vec!["cluster", "backup", "--to", &target];
+    args.extend_from_slice(&key);
+    let backup = env.ok("default", &args);
+    assert!(backup["manifest"]["sha256"].as_str().is_some_and(|h| h.len() == 64), "{backup}");
+    assert!(Path::new(&target).join("manifest.toml").exists());
+
+    let mut args = vec!["cluster", "change-membership", "1"];
+    args.extend_from_slice(&key);
+    let m = env.ok("default", &args);
+    assert_eq!(m["membership"]["voters"][0]["node_id"], 1, "{m}");
+
+    // Transferring to the leader itself or to a non-voter is refused with a rejection and an exit
+    // status of its class; adding an unreachable learner fails likewise. Both print the code.
+    let mut args = vec!["cluster", "transfer-leader", "7", "--retries", "0"];
+    args.extend_from_slice(&key);
+    let out = env.run(&args);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut args = vec!["cluster", "add-learner", "9", "--raft", "127.0.0.1:1", "--api", "127.0.0.1:1"];
+    args.extend_from_slice(&["--retries", "0", "--timeout-secs", "3"]);
+    args.extend_from_slice(&key);
+    let out = env.run(&args);
+    assert!(!out.status.success());
+
+    // A wrong operator token is an authentication failure.
+    let (e, _) = env.fails("default", &["cluster", "status", "--key", "wrong-token", "--endpoint", &env.endpoint], 4);
+    assert_eq!(e["code"], "UNAUTHENTICATED");
+}
