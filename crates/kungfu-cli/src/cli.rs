@@ -78,6 +78,53 @@ pub enum Command {
     /// Operator calls (`--key` is the operator token).
     #[command(subcommand)]
     Cluster(ClusterCmd),
+    /// A local cluster for trying Kungfu: `dev up` starts it in the background, `dev down` stops it.
+    #[command(subcommand)]
+    Dev(DevCmd),
+    /// Run a scripted session of four agents against a running node and tell what happens.
+    Demo,
+}
+
+/// Where the local cluster of `kungfu dev` keeps its files.
+#[derive(Debug, Args, Clone)]
+pub struct DevDir {
+    /// The directory for configs, data, logs and pid files.
+    #[arg(long, default_value = crate::dev::DEFAULT_DIR)]
+    pub dir: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevCmd {
+    /// Start a local cluster of `kungfud` processes in the background and save the profile `dev`.
+    Up {
+        #[command(flatten)]
+        dir: DevDir,
+        /// How many nodes to start.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
+        nodes: u16,
+        /// The API port of node 1; node N listens on BASE+N-1 and its raft service on BASE+100+N-1.
+        #[arg(long, default_value_t = 7411)]
+        base_port: u16,
+        /// The `kungfud` binary; default: $KUNGFUD, else next to `kungfu`, else on PATH.
+        #[arg(long)]
+        kungfud: Option<String>,
+        /// How long to wait for a leader, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
+    },
+    /// Stop the local cluster: SIGTERM, then SIGKILL after a bounded wait.
+    Down {
+        #[command(flatten)]
+        dir: DevDir,
+        /// Also delete the data, configs and logs.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Show which nodes of the local cluster are running.
+    Status {
+        #[command(flatten)]
+        dir: DevDir,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -43,6 +43,14 @@ impl Ctx {
 
 /// Runs the command.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
+    // `dev` and `demo` manage their own connections (or none).
+    if matches!(cli.command, Command::Dev(_) | Command::Demo) {
+        let settings = crate::demo::Settings::from_cli(&cli);
+        return match cli.command {
+            Command::Dev(cmd) => crate::dev::run(cmd).await,
+            _ => crate::demo::run(settings).await,
+        };
+    }
     let profiles = profile::load()?;
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
     let endpoints: Vec<String> = if !cli.endpoints.is_empty() {
@@ -69,6 +77,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Thread(c) => thread(&ctx, c).await,
         Command::Assignment(c) => assignment(&ctx, c).await,
         Command::Task(c) => task(&ctx, c).await,
+        Command::Dev(_) | Command::Demo => Err(CliError::other("dev and demo are handled before connecting")),
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
     }
 }

@@ -5,6 +5,8 @@
 mod cli;
 mod commands;
 mod contract;
+mod demo;
+mod dev;
 mod error;
 mod output;
 mod profile;
