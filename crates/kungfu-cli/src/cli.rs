@@ -78,6 +78,9 @@ pub enum Command {
     /// Operator calls (`--key` is the operator token).
     #[command(subcommand)]
     Cluster(ClusterCmd),
+    /// Follow a thread's entries or your turn as they change (until interrupted).
+    #[command(subcommand)]
+    Watch(WatchCmd),
     /// A local cluster for trying Kungfu: `dev up` starts it in the background, `dev down` stops it.
     #[command(subcommand)]
     Dev(DevCmd),
@@ -325,6 +328,26 @@ pub enum TaskCmd {
     },
     /// Show one engagement and its state.
     Engagement { engagement: String },
+}
+
+/// Watch streams. They end with Ctrl-C; reopening with `--after` (threads) or `--cursor` (turn)
+/// continues with no gap and no duplicate.
+#[derive(Debug, Subcommand)]
+pub enum WatchCmd {
+    /// Print a thread's entries after a sequence number: the backlog, then new ones as they arrive.
+    Thread {
+        /// The thread id (`th_…`).
+        thread: String,
+        /// Print entries after this sequence number (0: from the start).
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+    },
+    /// Print the changes of your turn: what was added or changed, what ended.
+    Turn {
+        /// Resume from a cursor printed earlier (empty: the whole turn first).
+        #[arg(long, default_value = "")]
+        cursor: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -78,6 +78,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Assignment(c) => assignment(&ctx, c).await,
         Command::Task(c) => task(&ctx, c).await,
         Command::Dev(_) | Command::Demo => Err(CliError::other("dev and demo are handled before connecting")),
+        Command::Watch(c) => watch(&ctx, c).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
     }
 }
@@ -866,4 +867,64 @@ async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliEr
         .collect();
     table(&["NODE", "ROLE", "TERM", "LEADER", "LAST LOG", "APPLIED", "LAG", "API"], &table_rows);
     Ok(())
+}
+
+/// `kungfu watch`: prints events as they arrive, one line each (one JSON object per line with
+/// `--json`), until the stream ends or the process is interrupted.
+async fn watch(ctx: &Ctx, cmd: crate::cli::WatchCmd) -> Result<(), CliError> {
+    use crate::cli::WatchCmd;
+    let c = ctx.agent()?;
+    match cmd {
+        WatchCmd::Thread { thread, after } => {
+            let mut stream = c.watch_thread(&thread, after).await?;
+            while let Some(event) = stream.message().await.map_err(status_error)? {
+                for e in &event.entries {
+                    if ctx.json {
+                        println!(
+                            "{}",
+                            json!({ "thread": thread, "entry": to_json(e), "applied_index": event.applied_index })
+                        );
+                    } else {
+                        println!(
+                            "{} #{} by {} at {}",
+                            thread,
+                            e.seq,
+                            e.author,
+                            output::instant(e.posted_at_unix_micros)
+                        );
+                    }
+                }
+            }
+        }
+        WatchCmd::Turn { cursor } => {
+            let mut stream = c.watch_turn(&cursor).await?;
+            while let Some(event) = stream.message().await.map_err(status_error)? {
+                if ctx.json {
+                    println!("{}", to_json(&event));
+                    continue;
+                }
+                if event.reset {
+                    println!("turn (reset):");
+                }
+                for row in turn_rows(&event.upserted) {
+                    println!("  + {}", row.join("  "));
+                }
+                for r in &event.removed {
+                    println!("  - {}", to_json(r));
+                }
+                if !event.cursor.is_empty() {
+                    println!("cursor {}", event.cursor);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A failed stream as a CLI error with its stable code.
+fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
+    match kungfu_client::status_rejection(&s) {
+        Some(r) => CliError::from(kungfu_client::Error::Rejected(r)),
+        None => CliError::other(format!("the stream failed: {s}")),
+    }
 }

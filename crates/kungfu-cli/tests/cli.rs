@@ -411,3 +411,75 @@ fn operator_commands_show_and_manage_the_cluster() {
     let (e, _) = env.fails("default", &["cluster", "status", "--key", "wrong-token", "--endpoint", &env.endpoint], 4);
     assert_eq!(e["code"], "UNAUTHENTICATED");
 }
+
+impl Env {
+    /// Starts `kungfu --json --profile <profile> <args>` in the background with stdout piped.
+    fn spawn(&self, profile: &str, args: &[&str]) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_kungfu"))
+            .args(["--json", "--profile", profile])
+            .args(args)
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.config_dir())
+            .env_remove("KUNGFU_KEY")
+            .env_remove("KUNGFU_ENDPOINTS")
+            .env_remove("KUNGFU_PROFILE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn kungfu")
+    }
+}
+
+/// Reads JSON lines from a child's stdout on a thread, so the test can wait with a bound.
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::BufRead;
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The entry sequence numbers of the next `n` watch lines (bounded wait).
+fn next_seqs(rx: &std::sync::mpsc::Receiver<Value>, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            let v = rx.recv_timeout(BOUND).expect("a watch line within the bound");
+            v["entry"]["seq"].as_u64().unwrap_or_else(|| panic!("no entry seq in {v}"))
+        })
+        .collect()
+}
+
+/// `kungfu watch thread` prints the backlog, then entries as they are posted; reopened with
+/// `--after`, it prints only what came after — no gap, no duplicate.
+#[test]
+fn watch_follows_a_thread_and_resumes_after_the_last_entry() {
+    let env = Env::start();
+    env.register("lead");
+    let created = env.ok("lead", &["thread", "create", "--text", "watched"]);
+    let th = s(&created["receipt"]["result"]["thread_created"]["thread"]);
+    env.ok("lead", &["thread", "post", &th, "--text", "first", "--ask-nobody"]);
+    let mut watcher = env.spawn("lead", &["watch", "thread", &th]);
+    let rx = lines_of(&mut watcher);
+    assert_eq!(next_seqs(&rx, 1), vec![1], "the backlog comes first");
+    env.ok("lead", &["thread", "post", &th, "--text", "second", "--ask-nobody"]);
+    env.ok("lead", &["thread", "post", &th, "--text", "third", "--ask-nobody"]);
+    assert_eq!(next_seqs(&rx, 2), vec![2, 3], "new entries as they are applied");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    let mut resumed = env.spawn("lead", &["watch", "thread", &th, "--after", "2"]);
+    let rx = lines_of(&mut resumed);
+    assert_eq!(next_seqs(&rx, 1), vec![3], "resuming after 2 gives exactly 3");
+    assert!(rx.recv_timeout(Duration::from_millis(500)).is_err(), "nothing else: no duplicate");
+    let _ = resumed.kill();
+    let _ = resumed.wait();
+    // A thread the agent cannot read ends the command with NOT_FOUND's exit status.
+    env.fails("lead", &["watch", "thread", "th_999"], 3);
+}

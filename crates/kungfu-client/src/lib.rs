@@ -21,6 +21,7 @@
 //!   [`Client::register`], paging helpers and [`Registered`].
 //! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content).
 //! - [`error`]: [`Error`] and [`Written`].
+//! - [`watch`]: watch streams of a thread's entries and of the agent's turn.
 //!
 //! The generated messages are re-exported as [`pb`]; requests are the `pb` types (their
 //! `idempotency_key` field is filled in by the SDK) or the builders of [`build`].
@@ -29,10 +30,14 @@ pub mod build;
 pub mod calls;
 pub mod client;
 pub mod error;
+pub mod watch;
 
 pub use build::{Post, content, new_assignment, text};
 pub use calls::Registered;
 pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
 pub use error::{Error, Written};
 pub use kungfu_api::pb;
+pub use kungfu_api::status_rejection;
 pub use kungfu_types::{Code, NextStep, Rejection};
+/// The gRPC status a watch stream can fail with mid-stream.
+pub use tonic::Status as GrpcStatus;
