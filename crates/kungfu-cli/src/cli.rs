@@ -381,4 +381,17 @@ pub enum ClusterCmd {
         #[arg(long)]
         to: String,
     },
+    /// Restore a backup into a new data directory on this machine (runs `kungfud restore`); start
+    /// `kungfud` on it afterwards: it comes up as a one-node cluster serving the backed-up state.
+    Restore {
+        /// The backup directory written by `cluster backup`.
+        #[arg(long)]
+        from: String,
+        /// The config file of the node to restore (its `data_dir` must be new or empty).
+        #[arg(long)]
+        config: String,
+        /// The `kungfud` binary (default: `$KUNGFUD`, next to `kungfu`, or on `PATH`).
+        #[arg(long)]
+        kungfud: Option<String>,
+    },
 }

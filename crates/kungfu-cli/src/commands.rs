@@ -734,7 +734,35 @@ fn operator(ctx: &Ctx) -> Result<&Client, CliError> {
     }
 }
 
+/// `cluster restore`: local work on this machine (runs `kungfud restore`), so it needs no
+/// operator token and no running node.
+async fn restore(ctx: &Ctx, from: String, config: String, kungfud: Option<String>) -> Result<(), CliError> {
+    let bin = crate::dev::find_kungfud(kungfud)?;
+    let spinner = progress(ctx, format!("restoring {from} (verifying and installing the archive)"));
+    let out = tokio::process::Command::new(&bin)
+        .args(["restore", "--from", &from, "--config", &config])
+        .output()
+        .await
+        .map_err(|e| CliError::other(format!("cannot run {}: {e}", bin.display())))?;
+    spinner.finish_and_clear();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if !out.status.success() {
+        let last = stderr.lines().last().unwrap_or("restore failed").to_string();
+        return Err(CliError::usage(format!("restore refused: {last}")));
+    }
+    if ctx.json {
+        output::print_json(&json!({ "restored_from": from, "config": config }));
+    } else {
+        println!("restored {from} into the data directory of {config}; start kungfud with that config");
+    }
+    Ok(())
+}
+
 async fn cluster(ctx: &Ctx, cmd: ClusterCmd, endpoints: &[String]) -> Result<(), CliError> {
+    // Restore is local work on this machine: no operator token, no running node.
+    if let ClusterCmd::Restore { from, config, kungfud } = cmd {
+        return restore(ctx, from, config, kungfud).await;
+    }
     let c = operator(ctx)?;
     let answer = |v: Value| {
         if ctx.json {
@@ -746,6 +774,7 @@ async fn cluster(ctx: &Ctx, cmd: ClusterCmd, endpoints: &[String]) -> Result<(),
     };
     match cmd {
         ClusterCmd::Status => status(ctx, c, endpoints).await,
+        ClusterCmd::Restore { from, config, kungfud } => restore(ctx, from, config, kungfud).await,
         ClusterCmd::AddLearner { node_id, raft, api } => {
             let r = c.add_learner(pb::AddLearnerRequest { node_id, raft_addr: raft, api_addr: api }).await?;
             answer(to_json(&r));
@@ -767,7 +796,10 @@ async fn cluster(ctx: &Ctx, cmd: ClusterCmd, endpoints: &[String]) -> Result<(),
             Ok(())
         }
         ClusterCmd::Backup { to } => {
-            let r = c.backup(pb::BackupRequest { target_dir: to }).await?;
+            let spinner = progress(ctx, format!("writing a backup to {to}"));
+            let r = c.backup(pb::BackupRequest { target_dir: to }).await;
+            spinner.finish_and_clear();
+            let r = r?;
             if ctx.json {
                 output::print_json(&to_json(&r));
             } else {
@@ -780,6 +812,19 @@ async fn cluster(ctx: &Ctx, cmd: ClusterCmd, endpoints: &[String]) -> Result<(),
             Ok(())
         }
     }
+}
+
+/// A spinner on stderr for long operator work, shown only to a person (not with `--json`, not
+/// when stderr is not a terminal).
+fn progress(ctx: &Ctx, message: String) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if ctx.json || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
 }
 
 /// `cluster status`: asks the given endpoints, then every member at its own API address, and

@@ -62,7 +62,7 @@ fn absolute(dir: &DevDir) -> Result<PathBuf, CliError> {
 }
 
 /// Finds `kungfud`: the flag, then `$KUNGFUD`, then next to this executable, then on `PATH`.
-fn find_kungfud(flag: Option<String>) -> Result<PathBuf, CliError> {
+pub fn find_kungfud(flag: Option<String>) -> Result<PathBuf, CliError> {
     if let Some(path) = flag.filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         if path.is_file() {

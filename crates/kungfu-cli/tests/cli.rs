@@ -389,6 +389,30 @@ fn operator_commands_show_and_manage_the_cluster() {
     assert!(backup["manifest"]["sha256"].as_str().is_some_and(|h| h.len() == 64), "{backup}");
     assert!(Path::new(&target).join("manifest.toml").exists());
 
+    // Restore the backup into a new node's data directory (through `kungfud restore`), and refuse
+    // to restore over it a second time.
+    let kungfud = Path::new(env!("CARGO_BIN_EXE_kungfu")).with_file_name("kungfud").display().to_string();
+    let restored = env.home.path().join("restored");
+    let config = env.home.path().join("restored.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "node_id = 1\ncluster_id = \"restored\"\ndata_dir = \"{}\"\napi_listen = \"127.0.0.1:{}\"\nraft_listen = \"127.0.0.1:{}\"\n",
+            restored.display(),
+            kungfu_system_tests::free_port(),
+            kungfu_system_tests::free_port()
+        ),
+    )
+    .expect("write config");
+    let config = config.display().to_string();
+    let done =
+        env.ok("default", &["cluster", "restore", "--from", &target, "--config", &config, "--kungfud", &kungfud]);
+    assert_eq!(done["restored_from"], target.as_str(), "{done}");
+    assert!(restored.join("IDENTITY").exists(), "the restored data directory exists");
+    let (e, _) =
+        env.fails("default", &["cluster", "restore", "--from", &target, "--config", &config, "--kungfud", &kungfud], 2);
+    assert!(e["message"].as_str().is_some_and(|m| m.contains("restore refused")), "{e}");
+
     let mut args = vec!["cluster", "change-membership", "1"];
     args.extend_from_slice(&key);
     let m = env.ok("default", &args);
