@@ -276,7 +276,7 @@ mod tests {
             at_unix_micros: -5,
             seq: Some(7),
             result: Some(pb::receipt::Result::Posted(pb::Posted {
-                thread: "th_\"1\"\n".into(),
+                thread: "th_\"1\"\n\u{1b}é\\{".into(),
                 entry: 2,
                 pin: Some(pb::MemoryPin { memory: "mem_1".into(), version: 1 }),
                 responders: vec!["ag_2".into()],
@@ -287,7 +287,7 @@ mod tests {
         let v = to_json(&r);
         assert_eq!(v["seq"], 7);
         assert_eq!(v["at_unix_micros"], -5);
-        assert_eq!(v["result"]["posted"]["thread"], "th_\"1\"\n");
+        assert_eq!(v["result"]["posted"]["thread"], "th_\"1\"\n\u{1b}é\\{");
         assert_eq!(v["result"]["posted"]["responders"][0], "ag_2");
         assert_eq!(v["result"]["posted"]["assignment"], Value::Null);
     }
