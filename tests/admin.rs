@@ -563,6 +563,27 @@ async fn a_backup_is_verified_and_restores_into_a_new_cluster_serving_the_same_s
     let out = restore_cmd(&backup_dir, &cfg5);
     assert!(!out.status.success(), "restore never overwrites a data directory");
 
+    // The flag-only form (no config file) builds the same kind of directory from the settings given
+    // on the command line, and names the new identity in what it prints.
+    let data7 = cluster.dir.path().join("data7");
+    let out = Command::new(kungfud())
+        .arg("restore")
+        .arg("--from")
+        .arg(&backup_dir)
+        .arg("--data-dir")
+        .arg(&data7)
+        .args(["--cluster-id", "restored-by-flags", "--node-id", "7"])
+        .args(["--api-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--raft-listen", &format!("127.0.0.1:{}", free_port())])
+        .env_remove("KUNGFU_DATA_DIR")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "flag-only restore: {}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("as node 7 of cluster restored-by-flags"), "{said}");
+    let identity = std::fs::read_to_string(data7.join("IDENTITY")).expect("IDENTITY");
+    assert!(identity.contains("cluster_id = \"restored-by-flags\"") && identity.contains("node_id = 7"), "{identity}");
+
     // The restored node: a one-node cluster at its own addresses, leading, with the backup's state.
     let mut node5 = launch(5, &cfg5, api5, raft5);
     let addr5: SocketAddr = format!("127.0.0.1:{api5}").parse().expect("addr");
