@@ -215,10 +215,11 @@ async fn a_lead_and_a_worker_work_through_a_real_node_and_it_survives_a_crash() 
     assert!(node.terminate(), "kungfud did not exit cleanly on SIGTERM\n{}", node.log());
 }
 
-/// L4: the configured limits are replicated at bootstrap and enforced, with the field named.
+/// L4: the configured limits are replicated at bootstrap and enforced, with the field named; a
+/// message over `api.max_message_bytes` gets the same error shape.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configured_limits_are_replicated_and_enforced() {
-    let cluster = Cluster::start(1, "[limits]\nmax_content_bytes = 16\n");
+    let cluster = Cluster::start(1, "[api]\nmax_message_bytes = 65536\n[limits]\nmax_content_bytes = 16\n");
     let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
     let start = Instant::now();
     let agent = loop {
@@ -237,6 +238,16 @@ async fn configured_limits_are_replicated_and_enforced() {
         .expect_err("over the configured limit");
     assert_eq!(code(&big), "LIMIT_EXCEEDED");
     assert!(big.message().contains("content"), "{}", big.message());
+    let huge = agent
+        .memories()
+        .create(
+            agent.req(pb::CreateMemoryRequest { idempotency_key: "m0".into(), content: content(&"x".repeat(70_000)) }),
+        )
+        .await
+        .expect_err("over the message limit");
+    let r = kungfu_api::status_rejection(&huge).unwrap_or_else(|| panic!("no error details: {huge:?}"));
+    assert_eq!((r.code.as_str(), r.field.as_deref()), ("LIMIT_EXCEEDED", Some("request")), "{r:?}");
+    assert!(r.message.contains("api.max_message_bytes of 65536"), "{}", r.message);
     agent
         .memories()
         .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m2".into(), content: content("small") }))

@@ -24,6 +24,7 @@ pub mod config;
 pub mod deadlines;
 pub mod forward;
 pub mod metrics;
+pub mod oversize;
 pub mod ratelimit;
 pub mod secrets;
 pub mod server;

@@ -79,6 +79,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     tracing::info!(api = %listener.local_addr()?, "serving the public API");
     tonic::transport::Server::builder()
         .layer(crate::forward::ForwardLayer::new(backend.clone()))
+        .layer(crate::oversize::OversizeLayer { max_message_bytes: max })
         .add_service(health_service)
         .add_service(reflection)
         .add_service(
