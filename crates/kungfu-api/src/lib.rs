@@ -19,6 +19,7 @@
 
 pub mod admin;
 pub mod field_error;
+pub mod json;
 pub mod request;
 pub mod response;
 pub mod status;

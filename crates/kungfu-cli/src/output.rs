@@ -2,22 +2,18 @@
 //!
 //! The JSON of a response mirrors its protobuf message: field names are the proto field names, a
 //! `oneof` is an object with the one case that is set (`{"posted": {...}}`), an absent optional
-//! field is `null`, and an enum value is its Rust variant name (`Speaker`). It is derived from the
-//! generated messages' `Debug` form, which names every field, by [`to_json`]. Participant content
-//! never appears there (its `Debug` shows only its size, as `{"bytes": N}`); the commands that show
-//! content add it explicitly as text.
+//! field is `null`, and an enum value is its Rust variant name (`Speaker`). The generated messages
+//! derive `serde::Serialize` to that shape (`kungfu-api`'s `build.rs` and `json.rs`). Participant
+//! content never appears there (it serializes as its size only, `{"bytes": N}`); the commands that
+//! show content add it explicitly as text.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A message as JSON, following the rules of the module comment.
-pub fn to_json<T: std::fmt::Debug>(message: &T) -> Value {
-    let text = format!("{message:?}");
-    let mut parser = Parser { s: text.as_bytes(), i: 0 };
-    match parser.value() {
-        Some(v) => v,
-        // A form the parser does not know is still shown, as text.
-        None => Value::String(text),
-    }
+pub fn to_json<T: serde::Serialize>(message: &T) -> Value {
+    // Serializing generated messages into a `Value` cannot fail: they hold no maps with non-string
+    // keys and no floats that JSON cannot carry.
+    serde_json::to_value(message).unwrap_or_else(|e| Value::String(format!("(not representable as JSON: {e})")))
 }
 
 /// Text from bytes written by a participant, lossily when they are not UTF-8.
@@ -76,192 +72,6 @@ pub fn instant(micros: i64) -> String {
         Some(t) => t.format("%Y-%m-%d %H:%M:%SZ").to_string(),
         None => format!("{micros}µs"),
     }
-}
-
-/// A recursive-descent parser of the `Debug` form of generated messages.
-struct Parser<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl Parser<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.s.get(self.i).copied()
-    }
-
-    fn skip_ws(&mut self) {
-        while self.peek().is_some_and(|c| c.is_ascii_whitespace()) {
-            self.i += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> bool {
-        self.skip_ws();
-        if self.peek() == Some(c) {
-            self.i += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn ident(&mut self) -> Option<String> {
-        self.skip_ws();
-        let start = self.i;
-        while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
-            self.i += 1;
-        }
-        (self.i > start).then(|| String::from_utf8_lossy(&self.s[start..self.i]).into_owned())
-    }
-
-    fn value(&mut self) -> Option<Value> {
-        self.skip_ws();
-        match self.peek()? {
-            b'"' => self.string().map(Value::String),
-            b'[' => {
-                self.i += 1;
-                let mut items = Vec::new();
-                while !self.eat(b']') {
-                    items.push(self.value()?);
-                    self.eat(b',');
-                }
-                Some(Value::Array(items))
-            }
-            b'(' => {
-                // The unit value `()`, as `google.protobuf.Empty` is generated.
-                self.i += 1;
-                self.eat(b')').then_some(Value::Null)
-            }
-            b'{' => self.fields(),
-            c if c == b'-' || c.is_ascii_digit() => self.number(),
-            _ => {
-                let name = self.ident()?;
-                match name.as_str() {
-                    "true" => return Some(Value::Bool(true)),
-                    "false" => return Some(Value::Bool(false)),
-                    "None" => return Some(Value::Null),
-                    _ => {}
-                }
-                self.skip_ws();
-                match self.peek() {
-                    Some(b'{') => self.fields(),
-                    Some(b'(') if name == "Content" => self.content(),
-                    Some(b'(') => {
-                        self.i += 1;
-                        let inner = self.value()?;
-                        if !self.eat(b')') {
-                            return None;
-                        }
-                        if name == "Some" {
-                            Some(inner)
-                        } else {
-                            let mut m = Map::new();
-                            m.insert(snake(&name), inner);
-                            Some(Value::Object(m))
-                        }
-                    }
-                    // A bare name is an enum value.
-                    _ => Some(Value::String(name)),
-                }
-            }
-        }
-    }
-
-    /// `Content(N bytes)`, the hand-written `Debug` of participant content.
-    fn content(&mut self) -> Option<Value> {
-        self.i += 1;
-        let n = self.number()?;
-        self.ident()?;
-        self.eat(b')').then(|| serde_json::json!({ "bytes": n }))
-    }
-
-    fn fields(&mut self) -> Option<Value> {
-        if !self.eat(b'{') {
-            return None;
-        }
-        let mut m = Map::new();
-        while !self.eat(b'}') {
-            let key = self.ident()?;
-            if !self.eat(b':') {
-                return None;
-            }
-            let v = self.value()?;
-            m.insert(key, v);
-            self.eat(b',');
-        }
-        Some(Value::Object(m))
-    }
-
-    fn number(&mut self) -> Option<Value> {
-        self.skip_ws();
-        let start = self.i;
-        while self.peek().is_some_and(|c| c == b'-' || c == b'.' || c == b'e' || c.is_ascii_digit()) {
-            self.i += 1;
-        }
-        let t = std::str::from_utf8(&self.s[start..self.i]).ok()?;
-        if let Ok(n) = t.parse::<i64>() {
-            return Some(Value::from(n));
-        }
-        if let Ok(n) = t.parse::<u64>() {
-            return Some(Value::from(n));
-        }
-        t.parse::<f64>().ok().map(Value::from)
-    }
-
-    fn string(&mut self) -> Option<String> {
-        self.i += 1;
-        let mut out = Vec::new();
-        loop {
-            let c = self.peek()?;
-            self.i += 1;
-            match c {
-                b'"' => return String::from_utf8(out).ok(),
-                b'\\' => {
-                    let e = self.peek()?;
-                    self.i += 1;
-                    match e {
-                        b'n' => out.push(b'\n'),
-                        b't' => out.push(b'\t'),
-                        b'r' => out.push(b'\r'),
-                        b'0' => out.push(0),
-                        b'u' => {
-                            // `\u{1b}`.
-                            if self.peek() != Some(b'{') {
-                                return None;
-                            }
-                            let start = self.i + 1;
-                            while self.peek()? != b'}' {
-                                self.i += 1;
-                            }
-                            let hex = std::str::from_utf8(&self.s[start..self.i]).ok()?;
-                            self.i += 1;
-                            let ch = char::from_u32(u32::from_str_radix(hex, 16).ok()?)?;
-                            let mut buf = [0u8; 4];
-                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                        }
-                        other => out.push(other),
-                    }
-                }
-                other => out.push(other),
-            }
-        }
-    }
-}
-
-/// `AssignmentTaken` as `assignment_taken`.
-fn snake(name: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
