@@ -3,7 +3,8 @@
 //! missed; access is checked on every batch (an outsider and a member who leaves get NOT_FOUND);
 //! a turn watcher keeps an exact copy of the turn (an owed response appears when asked and leaves
 //! after the reply) and resumes with a cursor without gap or duplicate; streams are bounded per
-//! agent; and an open stream neither outlives nor blocks a SIGTERM.
+//! agent; an open stream neither outlives nor blocks a SIGTERM; and a stream whose node stops
+//! leading ends with NOT_LEADER and resumes on the new leader without gap or duplicate.
 
 use kungfu_api::pb;
 use kungfu_system_tests::*;
@@ -401,4 +402,109 @@ async fn watch_streams_are_bounded_per_agent_and_end_cleanly_on_sigterm() {
     assert_eq!(code(&e), "UNAVAILABLE", "{e:?}");
     let (clean, log) = terminated.await.expect("join");
     assert!(clean, "kungfud did not exit cleanly on SIGTERM with open watch streams\n{log}");
+}
+
+const WATCH_TOKEN: &str = "operator-token-for-watch-tests";
+
+/// The node that all three nodes agree leads. Bounded.
+async fn leader(cluster: &Cluster) -> u64 {
+    let start = Instant::now();
+    loop {
+        let mut seen = Vec::new();
+        for node in cluster.nodes.values() {
+            let mut req = tonic::Request::new(pb::ClusterStatusRequest {});
+            req.metadata_mut().insert("authorization", format!("Bearer {WATCH_TOKEN}").parse().expect("header"));
+            let admin = pb::admin_service_client::AdminServiceClient::new(connect(node.api).await);
+            if let Ok(s) = admin.clone().cluster_status(req).await {
+                let s = s.into_inner();
+                seen.push((s.leader_id, s.node_id, s.role == pb::RaftRole::Leader as i32));
+            }
+        }
+        if let Some((Some(l), _, _)) = seen.first().copied() {
+            if seen.len() == cluster.nodes.len()
+                && seen.iter().all(|(x, _, _)| *x == Some(l))
+                && seen.iter().any(|(_, id, leads)| *id == l && *leads)
+            {
+                return l;
+            }
+        }
+        assert!(start.elapsed() < BOUND, "no agreed leader: {seen:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A stream whose serving node stops leading ends with NOT_LEADER (never silently, never with
+/// entries the new leader does not have), and the watcher reopens it with the last sequence number
+/// it saw: across the leader change there is no gap and no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_watch_ends_when_its_node_stops_leading_and_resumes_on_the_new_leader() {
+    let cluster = Cluster::start(3, &format!("operator_token = \"{WATCH_TOKEN}\"\n"));
+    let (anon, lead) = serving(&cluster).await;
+    let (_, worker) = register(&anon, "worker").await;
+    let thread = shared_thread(&lead, &worker).await;
+    let first = post(&lead, "e1", &thread, None).await;
+    let second = post(&lead, "e2", &thread, None).await;
+
+    // Watch on the leader itself (not forwarded), and see both entries.
+    let old = leader(&cluster).await;
+    let at_old = Client { channel: connect(cluster.nodes[&old].api).await, key: worker.key.clone() };
+    let mut s = watch_thread(&at_old, &thread, 0, 100).await.expect("open a stream on the leader");
+    assert_eq!(entries(&mut s, 2, &thread).await.0, vec![first, second]);
+
+    // Leadership moves away from the node serving the stream.
+    let to = cluster.nodes.keys().copied().find(|&n| n != old).expect("another node");
+    let mut req = tonic::Request::new(pb::TransferLeaderRequest { to });
+    req.metadata_mut().insert("authorization", format!("Bearer {WATCH_TOKEN}").parse().expect("header"));
+    req.set_timeout(Duration::from_secs(30));
+    pb::admin_service_client::AdminServiceClient::new(connect(cluster.nodes[&old].api).await)
+        .transfer_leader(req)
+        .await
+        .unwrap_or_else(|e| panic!("transfer leader {old} -> {to}: {e}\n{}", cluster.logs()));
+    let end = match next(&mut s).await {
+        Err(e) => e,
+        other => panic!("the stream must end with a status when its node stops leading, got {other:?}"),
+    };
+    assert_eq!(code(&end), "NOT_LEADER", "{end:?}");
+    assert_ne!(leader(&cluster).await, old, "leadership moved");
+
+    // A new entry under the new leader (same key on retry: one effect), then the watcher resumes
+    // from the last entry it saw, through any node: exactly the new entry follows.
+    let start = Instant::now();
+    let third = loop {
+        let r = lead
+            .threads()
+            .post(lead.req(pb::PostRequest {
+                idempotency_key: "e3".into(),
+                thread: thread.clone(),
+                body: Some(pb::PostBody {
+                    kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"e3".to_vec() })),
+                }),
+                reply_to: None,
+                ask: None,
+                task_ref: None,
+                assignment: None,
+            }))
+            .await;
+        match r.map(|r| r.into_inner().receipt.and_then(|r| r.result)) {
+            Ok(Some(pb::receipt::Result::Posted(p))) => break p.entry,
+            Ok(other) => panic!("not posted: {other:?}"),
+            Err(e) => {
+                assert!(start.elapsed() < BOUND, "no post after the leader change: {e}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(third, second + 1);
+    let start = Instant::now();
+    let mut resumed = loop {
+        match watch_thread(&at_old, &thread, second, 100).await {
+            Ok(s) => break s,
+            Err(e) => {
+                assert!(start.elapsed() < BOUND, "the stream never reopened: {e}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(entries(&mut resumed, 1, &thread).await.0, vec![third], "no gap, no duplicate");
+    silent(&mut resumed, Duration::from_millis(300)).await;
 }
