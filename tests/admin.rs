@@ -104,22 +104,7 @@ fn write_config(path: &Path, node_id: u64, cluster: &str, data: &Path, api: u16,
 
 async fn register(api: SocketAddr, key: &str) -> (String, Client) {
     let anon = Client { channel: connect(api).await, key: None };
-    let start = Instant::now();
-    loop {
-        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: key.into() })).await {
-            Ok(r) => {
-                let r = r.into_inner();
-                let Some(pb::receipt::Result::AgentRegistered(a)) = r.receipt.and_then(|r| r.result) else {
-                    panic!("no agent in the receipt")
-                };
-                return (a.agent, Client { channel: anon.channel.clone(), key: Some(r.agent_key) });
-            }
-            Err(s) => {
-                assert!(start.elapsed() < BOUND, "registration never succeeded at {api}: {s}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    register_when_serving(&anon, key, || format!("(the node at {api})")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,20 +63,7 @@ async fn a_lead_and_a_worker_work_through_a_real_node_and_it_survives_a_crash() 
     let api = cluster.nodes[&1].api;
     let anon = Client { channel: connect(api).await, key: None };
     // Wait until the node has elected itself and serves.
-    let start = Instant::now();
-    let (lead_id, lead) = loop {
-        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "reg-lead".into() })).await {
-            Ok(r) => {
-                let r = r.into_inner();
-                let Some(pb::receipt::Result::AgentRegistered(a)) = r.receipt.and_then(|r| r.result) else { panic!() };
-                break (a.agent, Client { channel: anon.channel.clone(), key: Some(r.agent_key) });
-            }
-            Err(s) => {
-                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
+    let (lead_id, lead) = register_when_serving(&anon, "reg-lead", || cluster.logs()).await;
     let (worker_id, worker) = register(&anon, "reg-worker").await;
 
     // Unauthenticated and malformed calls are refused with stable codes naming what is wrong.
@@ -221,16 +208,7 @@ async fn a_lead_and_a_worker_work_through_a_real_node_and_it_survives_a_crash() 
 async fn configured_limits_are_replicated_and_enforced() {
     let cluster = Cluster::start(1, "[api]\nmax_message_bytes = 65536\n[limits]\nmax_content_bytes = 16\n");
     let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
-    let start = Instant::now();
-    let agent = loop {
-        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "r".into() })).await {
-            Ok(r) => break Client { channel: anon.channel.clone(), key: Some(r.into_inner().agent_key) },
-            Err(s) => {
-                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
+    let (_, agent) = register_when_serving(&anon, "r", || cluster.logs()).await;
     let big = agent
         .memories()
         .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m1".into(), content: content(&"x".repeat(32)) }))
@@ -279,16 +257,7 @@ async fn rate_limits_refuse_with_retry_after_and_metrics_count_what_happened() {
         ),
     );
     let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
-    let start = Instant::now();
-    let agent = loop {
-        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "r".into() })).await {
-            Ok(r) => break Client { channel: anon.channel.clone(), key: Some(r.into_inner().agent_key) },
-            Err(s) => {
-                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
+    let (_, agent) = register_when_serving(&anon, "r", || cluster.logs()).await;
     let mut limited = None;
     for i in 0..5 {
         let r = agent

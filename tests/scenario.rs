@@ -14,20 +14,8 @@ struct Agent {
 }
 
 async fn register(anon: &Client, key: &str, cluster: &Cluster) -> Agent {
-    let start = Instant::now();
-    loop {
-        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: key.into() })).await {
-            Ok(r) => {
-                let r = r.into_inner();
-                let Some(pb::receipt::Result::AgentRegistered(a)) = r.receipt.and_then(|r| r.result) else { panic!() };
-                return Agent { id: a.agent, c: Client { channel: anon.channel.clone(), key: Some(r.agent_key) } };
-            }
-            Err(s) => {
-                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    let (id, c) = register_when_serving(anon, key, || cluster.logs()).await;
+    Agent { id, c }
 }
 
 fn result(r: Option<pb::Receipt>) -> pb::receipt::Result {

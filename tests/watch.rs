@@ -22,19 +22,8 @@ fn watch(c: &Client) -> Watch {
 /// soon as the node serves.
 async fn serving(cluster: &Cluster) -> (Client, Client) {
     let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
-    let start = Instant::now();
-    loop {
-        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: "lead".into() })).await {
-            Ok(r) => {
-                let key = Some(r.into_inner().agent_key);
-                return (anon.clone(), Client { channel: anon.channel.clone(), key });
-            }
-            Err(s) => {
-                assert!(start.elapsed() < BOUND, "node never served: {s}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    let (_, lead) = register_when_serving(&anon, "lead", || cluster.logs()).await;
+    (anon, lead)
 }
 
 async fn register(anon: &Client, key: &str) -> (String, Client) {

@@ -173,6 +173,28 @@ pub async fn connect(addr: SocketAddr) -> Channel {
     }
 }
 
+/// Registers an agent through `anon` (a client without a key), retrying until the node serves;
+/// bounded by [`BOUND`], after which it fails with `logs()`. Returns the agent's id and a client
+/// acting as it on the same channel.
+pub async fn register_when_serving(anon: &Client, key: &str, logs: impl Fn() -> String) -> (String, Client) {
+    let start = Instant::now();
+    loop {
+        match anon.agents().register(anon.req(pb::RegisterRequest { idempotency_key: key.into() })).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                let Some(pb::receipt::Result::AgentRegistered(a)) = r.receipt.and_then(|r| r.result) else {
+                    panic!("no agent in the receipt of registration {key}")
+                };
+                return (a.agent, Client { channel: anon.channel.clone(), key: Some(r.agent_key) });
+            }
+            Err(s) => {
+                assert!(start.elapsed() < BOUND, "registration {key} never succeeded: {s}\n{}", logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 impl Client {
     /// Adds the agent's bearer key to a request.
     pub fn req<T>(&self, msg: T) -> tonic::Request<T> {

@@ -490,18 +490,22 @@ async fn thread(ctx: &Ctx, cmd: ThreadCmd) -> Result<(), CliError> {
     }
 }
 
+/// `ended: <outcome>` from an outcome enum's proto name (`ASSIGNMENT_OUTCOME_REJECTED` as
+/// `rejected`), or its number when this build does not know it.
+fn ended<E>(name: Result<&str, E>, number: i32) -> String {
+    match name {
+        Ok(n) => format!("ended: {}", n.split("_OUTCOME_").last().unwrap_or(n).to_ascii_lowercase()),
+        Err(_) => format!("ended: {number}"),
+    }
+}
+
 fn assignment_state(a: &pb::Assignment) -> String {
     use pb::assignment::State;
     match &a.state {
         Some(State::Open(())) => "open".into(),
         Some(State::Taken(t)) => format!("taken, delivery due {}", instant(t.delivery_due_unix_micros)),
         Some(State::Delivered(d)) => format!("delivered, judgment due {}", instant(d.judgment_due_unix_micros)),
-        Some(State::Ended(e)) => {
-            let o = pb::AssignmentOutcome::try_from(e.outcome)
-                .map(|o| o.as_str_name().trim_start_matches("ASSIGNMENT_OUTCOME_").to_ascii_lowercase())
-                .unwrap_or_else(|_| e.outcome.to_string());
-            format!("ended: {o}")
-        }
+        Some(State::Ended(e)) => ended(pb::AssignmentOutcome::try_from(e.outcome).map(|o| o.as_str_name()), e.outcome),
         None => "-".into(),
     }
 }
@@ -617,12 +621,7 @@ fn engagement_state(e: &pb::Engagement) -> String {
     match &e.state {
         Some(State::Open(o)) => format!("open, delivery due {}", instant(o.delivery_due_unix_micros)),
         Some(State::Delivered(d)) => format!("delivered, judgment due {}", instant(d.judgment_due_unix_micros)),
-        Some(State::Ended(x)) => {
-            let o = pb::EngagementOutcome::try_from(x.outcome)
-                .map(|o| o.as_str_name().trim_start_matches("ENGAGEMENT_OUTCOME_").to_ascii_lowercase())
-                .unwrap_or_else(|_| x.outcome.to_string());
-            format!("ended: {o}")
-        }
+        Some(State::Ended(x)) => ended(pb::EngagementOutcome::try_from(x.outcome).map(|o| o.as_str_name()), x.outcome),
         None => "-".into(),
     }
 }
