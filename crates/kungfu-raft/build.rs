@@ -3,7 +3,7 @@
 use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let file = root.join("kungfu/raft/v1/raft.proto");
     let fds = protox::compile([&file], [&root])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);

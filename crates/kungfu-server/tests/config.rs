@@ -2,10 +2,10 @@
 //! single-node cluster in ./data, and every invalid setting is refused naming the setting.
 
 use kungfu_server::Config;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn examples() -> Vec<std::path::PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cluster-config");
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)")).join("../../cluster-config");
     let mut files = Vec::new();
     for dir in [root.clone(), root.join("three"), root.join("five")] {
         for e in std::fs::read_dir(&dir).expect("cluster-config exists") {
