@@ -242,3 +242,5 @@ pub fn code(s: &tonic::Status) -> String {
 pub fn content(text: &str) -> Option<pb::Content> {
     Some(pb::Content { body: text.as_bytes().to_vec() })
 }
+
+pub mod conformance;

@@ -15,7 +15,8 @@ struct Message {
 }
 
 fn proto_dir() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)")).join("../../proto/kungfu/v1")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)"))
+        .join("../../proto/kungfu/v1")
 }
 
 /// A small reader for the subset of proto3 these files use. Comments are dropped; every line

@@ -5,7 +5,8 @@ use kungfu_server::Config;
 use std::path::{Path, PathBuf};
 
 fn examples() -> Vec<std::path::PathBuf> {
-    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)")).join("../../cluster-config");
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)"))
+        .join("../../cluster-config");
     let mut files = Vec::new();
     for dir in [root.clone(), root.join("three"), root.join("five")] {
         for e in std::fs::read_dir(&dir).expect("cluster-config exists") {
