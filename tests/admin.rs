@@ -651,3 +651,43 @@ async fn a_backup_is_verified_and_restores_into_a_new_cluster_serving_the_same_s
     assert_eq!(read_memory(&lead6, &next).await.expect("read on 6"), "written on the restored cluster");
     assert_eq!(turn(&worker6).await, owed);
 }
+
+/// StateDigest needs the operator token; after writes stop, every node reports the same applied
+/// index with the same digest, and a write moves both the index and the digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_digests_need_the_token_and_agree_at_one_applied_index() {
+    let cluster = Cluster::start(3, &token_setting());
+    let addrs: Vec<SocketAddr> = cluster.nodes.values().map(|n| n.api).collect();
+    let (_, agent) = register(addrs[0], "digest-writer").await;
+    let anon = admin(&connect(addrs[0]).await);
+    let denied = anon.clone().state_digest(tonic::Request::new(pb::StateDigestRequest {})).await;
+    assert_eq!(code(&denied.expect_err("no token, no digest")), "UNAUTHENTICATED");
+
+    async fn agreed(addrs: &[SocketAddr]) -> pb::StateDigestResponse {
+        let start = Instant::now();
+        loop {
+            let mut all = Vec::new();
+            for a in addrs {
+                if let Ok(d) = admin(&connect(*a).await).state_digest(op(pb::StateDigestRequest {})).await {
+                    all.push(d.into_inner());
+                }
+            }
+            if all.len() == addrs.len() && all.iter().all(|d| d.applied_index == all[0].applied_index) {
+                assert!(all.iter().all(|d| d.sha256 == all[0].sha256), "same index, different state: {all:?}");
+                assert_eq!(all[0].sha256.len(), 64, "hex SHA-256");
+                return all.swap_remove(0);
+            }
+            assert!(start.elapsed() < BOUND, "nodes never reached one applied index: {all:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let before = agreed(&addrs).await;
+    agent
+        .memories()
+        .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m".into(), content: content("x") }))
+        .await
+        .expect("write");
+    let after = agreed(&addrs).await;
+    assert!(after.applied_index > before.applied_index, "{before:?} -> {after:?}");
+    assert_ne!(after.sha256, before.sha256, "a write changes the state digest");
+}

@@ -11,7 +11,7 @@
 //!   leader is killed with SIGKILL; the rest run on the two survivors (the SDK retries in-flight
 //!   writes with the same idempotency key on the new leader, L3); when three quarters have
 //!   finished, the killed node is started again and must catch up: at the end every node reports
-//!   the same applied index.
+//!   the same applied index and the same state digest there.
 //!
 //! CI runs the two suite trials (`.config/nextest.toml` filters out the per-case trials, which
 //! would start one cluster per case under nextest's process-per-test model). Run one case with
@@ -140,16 +140,31 @@ impl World {
         }
     }
 
-    /// Waits until every node runs and reports the same applied index (bounded); returns it.
+    /// Waits until every node runs and reports the same applied index, and checks that their state
+    /// digests at that index are equal (bounded); returns the index.
     pub async fn converged(&self) -> u64 {
         let start = Instant::now();
         loop {
-            let all = self.statuses().await;
-            let applied: Vec<Option<u64>> = all.iter().map(|s| s.applied_index).collect();
-            if all.len() == self.endpoints.len() && applied.iter().all(|a| a.is_some() && *a == applied[0]) {
-                return applied[0].unwrap_or(0);
+            let mut seen = Vec::new();
+            for e in &self.endpoints {
+                let Ok(c) = Client::connect(vec![e.clone()], Some(OPERATOR_TOKEN.into()), quick()).await else {
+                    continue;
+                };
+                if let Ok(d) = c.state_digest(pb::StateDigestRequest {}).await {
+                    seen.push(d);
+                }
             }
-            assert!(start.elapsed() < BOUND, "nodes never converged on one applied index: {applied:?}");
+            let same_index = seen.len() == self.endpoints.len()
+                && seen.iter().all(|d| d.applied_index.is_some() && d.applied_index == seen[0].applied_index);
+            if same_index {
+                assert!(
+                    seen.iter().all(|d| d.sha256 == seen[0].sha256),
+                    "replicas at the same applied index disagree on the state: {seen:?}"
+                );
+                return seen[0].applied_index.unwrap_or(0);
+            }
+            let at: Vec<_> = seen.iter().map(|d| (d.node_id, d.applied_index)).collect();
+            assert!(start.elapsed() < BOUND, "nodes never converged on one applied index: {at:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -555,7 +570,7 @@ async fn run_suite(all: Vec<(String, Case)>, kill_leader: bool) -> Result<String
     let applied = if failures.is_empty() { Some(world.converged().await) } else { None };
     if failures.is_empty() {
         Ok(format!(
-            "{total} cases passed{}; every node at applied index {}",
+            "{total} cases passed{}; every node at applied index {} with one state digest",
             killed.map(|l| format!(", leader node {l} killed midway and restarted")).unwrap_or_default(),
             applied.unwrap_or(0)
         ))

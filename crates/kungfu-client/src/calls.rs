@@ -310,6 +310,11 @@ impl Client {
         /// Writes a backup of the answering node's state into a new directory on its machine.
         backup, AdminServiceClient, backup, pb::BackupRequest, pb::BackupResponse
     );
+    read!(
+        /// The SHA-256 of the answering node's protocol state and the applied index it is exact at
+        /// (use a client of one endpoint to address one node).
+        state_digest, AdminServiceClient, state_digest, pb::StateDigestRequest, pb::StateDigestResponse
+    );
 
     /// The caller's whole turn, page after page, up to `max_pages` pages. Stops early when the
     /// server returns no next cursor (or repeats one).

@@ -315,12 +315,15 @@ impl RaftNode {
     }
 
     /// SHA-256 over the whole protocol state, and the applied index it was taken at.
+    /// Both come from one storage snapshot, so replicas that report the same index must report the
+    /// same digest.
     pub fn digest(&self) -> Result<([u8; 32], Option<u64>), kungfu_storage::Error> {
-        let applied: Option<LogId> = match self.state.get_meta(LAST_APPLIED)? {
+        let (digest, meta) = self.state.digest_with_meta(LAST_APPLIED)?;
+        let applied: Option<LogId> = match meta {
             Some(b) => Some(kungfu_storage::envelope::decode(&b, LAST_APPLIED)?),
             None => None,
         };
-        Ok((self.state.digest()?, applied.map(|l| l.index)))
+        Ok((digest, applied.map(|l| l.index)))
     }
 
     /// Stops raft and the service, and waits for both.

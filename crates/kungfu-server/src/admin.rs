@@ -375,6 +375,23 @@ impl pb::admin_service_server::AdminService for Admin {
         Ok(Response::new(pb::TransferLeaderResponse { leader_id: to, leader_api_addr: api, term: seen.current_term }))
     }
 
+    async fn state_digest(
+        &self,
+        request: Request<pb::StateDigestRequest>,
+    ) -> Result<Response<pb::StateDigestResponse>, Status> {
+        self.b.authenticate_operator(&request)?;
+        let node = self.b.node.clone();
+        let (digest, applied_index) = tokio::task::spawn_blocking(move || node.digest())
+            .await
+            .map_err(|e| status(Code::Unavailable, format!("computing the state digest: {e}")))?
+            .map_err(|e| status(Code::Unavailable, format!("computing the state digest: {e}")))?;
+        Ok(Response::new(pb::StateDigestResponse {
+            node_id: self.b.node.id,
+            applied_index,
+            sha256: hex::encode(digest),
+        }))
+    }
+
     async fn trigger_snapshot(
         &self,
         request: Request<pb::TriggerSnapshotRequest>,

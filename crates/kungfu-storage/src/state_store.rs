@@ -129,8 +129,25 @@ impl StateStore {
     /// SHA-256 over every key and value of the protocol state families, in order, from one
     /// snapshot. Equal on all replicas at the same applied index.
     pub fn digest(&self) -> Result<[u8; 32], Error> {
+        self.digest_inner(None).map(|(d, _)| d)
+    }
+
+    /// [`StateStore::digest`] and the `sm_meta` value under `meta_key`, both from one snapshot: the
+    /// digest is exactly the state at that value (for example, the last applied log id).
+    pub fn digest_with_meta(&self, meta_key: &str) -> Result<([u8; 32], Option<Vec<u8>>), Error> {
+        self.digest_inner(Some(meta_key))
+    }
+
+    fn digest_inner(&self, meta_key: Option<&str>) -> Result<([u8; 32], Option<Vec<u8>>), Error> {
         let db = self.current()?;
         let snap = db.snapshot();
+        let meta = match meta_key {
+            Some(key) => {
+                let cf = db.cf_handle(CF_SM_META).ok_or_else(|| Error::Corrupt { what: "sm_meta missing".into() })?;
+                snap.get_cf(cf, key).map_err(Error::rocks(STORE))?
+            }
+            None => None,
+        };
         let mut h = Sha256::new();
         for family in Family::ALL {
             let cf = db.cf_handle(family.name()).ok_or_else(|| Error::Corrupt { what: "family missing".into() })?;
@@ -143,7 +160,7 @@ impl StateStore {
                 h.update(&v);
             }
         }
-        Ok(h.finalize().into())
+        Ok((h.finalize().into(), meta))
     }
 
     /// Writes a RocksDB checkpoint of the whole state (all families and `sm_meta`) to `dir`, which
