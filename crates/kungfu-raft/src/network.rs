@@ -33,6 +33,9 @@ pub struct NetConfig {
     pub max_snapshot_bytes: u64,
     /// Deadline for a whole snapshot transfer.
     pub snapshot_timeout: Duration,
+    /// Peers this node dials at another address than the one in the membership (a test proxy per
+    /// directed link, or a NAT). Every other peer is dialed at its membership address.
+    pub dial: HashMap<NodeId, String>,
 }
 
 impl Default for NetConfig {
@@ -43,6 +46,7 @@ impl Default for NetConfig {
             snapshot_chunk_bytes: 1024 * 1024,
             max_snapshot_bytes: 64 * 1024 * 1024 * 1024,
             snapshot_timeout: Duration::from_secs(600),
+            dial: HashMap::new(),
         }
     }
 }
@@ -86,7 +90,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
-        Connection { target, net: self.clone(), addr: node.raft.clone() }
+        let addr = self.config.dial.get(&target).cloned().unwrap_or_else(|| node.raft.clone());
+        Connection { target, net: self.clone(), addr }
     }
 }
 

@@ -45,6 +45,9 @@ pub struct RaftSettings {
     pub snapshot_after_logs: u64,
     /// Entries kept behind a snapshot, for followers slightly behind.
     pub keep_logs_after_snapshot: u64,
+    /// Peers this node dials at another raft address than the membership's, by node id
+    /// (`[raft.dial]`, `"2" = "127.0.0.1:9102"`): a proxy per directed link in chaos tests.
+    pub dial: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for RaftSettings {
@@ -56,6 +59,7 @@ impl Default for RaftSettings {
             election_timeout_max_ms: d.election_timeout_max.as_millis() as u64,
             snapshot_after_logs: d.snapshot_after_logs,
             keep_logs_after_snapshot: d.keep_logs_after_snapshot,
+            dial: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -202,6 +206,14 @@ impl Config {
         }
         if self.actors.max_live == 0 || self.actors.max_pending == 0 {
             return Err(bad("actors", "max_live and max_pending must be at least 1"));
+        }
+        for (id, addr) in &self.raft.dial {
+            if id.parse::<u64>().is_err() {
+                return Err(bad("raft.dial", format!("key {id:?} must be a node id")));
+            }
+            if addr.is_empty() {
+                return Err(bad("raft.dial", format!("the address of node {id} is empty")));
+            }
         }
         if self.limits.default_page_size == 0 || self.limits.default_page_size > self.limits.max_page_size {
             return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));
