@@ -205,7 +205,12 @@ impl Backend {
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
-        let cmd = Command::new(principal, keyed.action, Some(keyed.key), self.stamp()?);
+        let mut key = keyed.key;
+        if crate::canary::armed("skip-dedup") {
+            let fresh = format!("canary-{}", self.stamp()?.0);
+            key = kungfu_types::IdempotencyKey::new(fresh).unwrap_or(key);
+        }
+        let cmd = Command::new(principal, keyed.action, Some(key), self.stamp()?);
         let object = self
             .node
             .state
@@ -256,7 +261,11 @@ impl Backend {
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
-        let cmd = Command::new(Principal::System, action, None, self.stamp()?);
+        let mut ts = self.stamp()?;
+        if crate::canary::armed("early-deadlines") {
+            ts = Timestamp(ts.0 + crate::canary::EARLY_BY_MICROS);
+        }
+        let cmd = Command::new(Principal::System, action, None, ts);
         self.submit_command(cmd).await
     }
 

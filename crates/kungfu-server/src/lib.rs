@@ -20,6 +20,7 @@ pub mod actors;
 pub mod admin;
 pub mod api;
 pub mod backend;
+pub mod canary;
 pub mod config;
 pub mod deadlines;
 pub mod forward;
