@@ -92,7 +92,10 @@ impl World {
     pub async fn start() -> World {
         let cluster = Cluster::start(3, CLUSTER_SETTINGS);
         let endpoints: Vec<String> = cluster.nodes.values().map(|n| n.api.to_string()).collect();
-        let sdk = Client::connect(endpoints.clone(), None, ClientOptions::default()).await.expect("sdk connects");
+        // Enough retries to ride out a leader election (the leader-kill trial): an in-flight write is
+        // retried with its key on the new leader (L3) instead of coming back indeterminate.
+        let options = ClientOptions { max_retries: 40, ..ClientOptions::default() };
+        let sdk = Client::connect(endpoints.clone(), None, options).await.expect("sdk connects");
         let world = World { cluster: Mutex::new(cluster), sdk, endpoints };
         let start = Instant::now();
         loop {
@@ -204,9 +207,20 @@ pub struct Thread {
 
 impl Ctx {
     /// Registers a new agent.
+    /// Registers a new agent. A registration whose answer was lost (the leader died with it in
+    /// flight) shows its key to nobody (L3), so that agent is abandoned and another registered.
     pub async fn agent(&self) -> Agent {
-        let r = self.world.sdk.register(None).await.expect("register an agent");
-        Agent { id: r.agent, key: r.agent_key, c: r.client }
+        let mut attempts = 0;
+        loop {
+            match self.world.sdk.register(None).await {
+                Ok(r) => return Agent { id: r.agent, key: r.agent_key, c: r.client },
+                Err(e @ (Error::SecretLost { .. } | Error::Indeterminate { .. })) if attempts < 5 => {
+                    attempts += 1;
+                    eprintln!("registering again: {e}");
+                }
+                Err(e) => panic!("register an agent: {e}"),
+            }
+        }
     }
 
     pub async fn agents(&self, n: usize) -> Vec<Agent> {
@@ -575,12 +589,19 @@ async fn run_suite(all: Vec<(String, Case)>, kill_leader: bool) -> Result<String
             applied.unwrap_or(0)
         ))
     } else {
-        let dir = world.cluster.lock().map(|c| c.dir.path().display().to_string()).unwrap_or_default();
+        // Keep the cluster's directory (configs, data, node logs) for the post-mortem.
+        let dir = match world.cluster.lock() {
+            Ok(mut c) => match tempfile::tempdir() {
+                Ok(fresh) => std::mem::replace(&mut c.dir, fresh).keep().display().to_string(),
+                Err(_) => c.dir.path().display().to_string(),
+            },
+            Err(_) => String::new(),
+        };
         let logs = world.logs();
         let tail: String =
             logs.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
         Err(format!(
-            "{} of {total} cases failed (cluster dir {dir}):\n{}\n--- last node log lines ---\n{tail}",
+            "{} of {total} cases failed (configs, data and node logs kept in {dir}):\n{}\n--- last node log lines ---\n{tail}",
             failures.len(),
             failures.join("\n")
         ))

@@ -1,0 +1,570 @@
+//! A real cluster of `kungfud` processes for a chaos run.
+//!
+//! Two network modes:
+//! - [`NetMode::Netns`] (root): one network namespace per node (`kfj-n<i>`), each with a veth on
+//!   the bridge `kfjbr0` in 10.88.0.0/24; node `i` is 10.88.0.`i`, the harness (clients and
+//!   nemesis) is 10.88.0.254 in the root namespace. Partitions are iptables rules inside the
+//!   namespaces, so they cut exactly the links named and nothing on the host.
+//! - [`NetMode::Loopback`] (no privileges): every node on 127.0.0.1; each node dials each peer's
+//!   raft port through its own proxy link ([`crate::proxy`]), so partitions cut directed links.
+//!
+//! Each node may run under libfaketime (a per-node skew file the clock nemesis rewrites while the
+//! node runs) and libfiu (`fiu-run -x`, so the disk nemesis can make fsync fail at run time), with
+//! its data directory on a small loop-mounted ext4 (the ENOSPC nemesis fills it).
+//!
+//! Everything this module makes carries the `kfj` prefix, and [`cleanup`] removes all of it, also
+//! after a crash of the harness.
+
+use anyhow::{Context, Result, anyhow, bail};
+use kungfu_client::{Client, ClientOptions, pb};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The operator token of harness clusters (status and digest calls).
+pub const OPERATOR_TOKEN: &str = "kungfu-jepsen-operator";
+/// The bridge of netns mode.
+pub const BRIDGE: &str = "kfjbr0";
+/// The harness's own address on the bridge.
+pub const HARNESS_IP: &str = "10.88.0.254";
+const API_PORT: u16 = 7400;
+const RAFT_PORT: u16 = 7500;
+
+/// How the nodes are networked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetMode {
+    Netns,
+    Loopback,
+}
+
+impl std::str::FromStr for NetMode {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<NetMode> {
+        match s {
+            "netns" => Ok(NetMode::Netns),
+            "loopback" => Ok(NetMode::Loopback),
+            other => bail!("--net must be netns or loopback, not {other:?}"),
+        }
+    }
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterOpts {
+    pub nodes: u64,
+    /// The `kungfud` binary.
+    pub server: PathBuf,
+    /// The run directory: configs, data, logs and skew files go under it.
+    pub dir: PathBuf,
+    pub net: NetMode,
+    /// Run every node under libfaketime with a skew file (clock nemesis).
+    pub faketime: bool,
+    /// Run every node under `fiu-run -x` (fsync fault nemesis).
+    pub fiu: bool,
+    /// Put each data directory on a loop-mounted ext4 of this many MiB (ENOSPC nemesis).
+    pub disk_mib: Option<u64>,
+    /// Extra settings appended to every node's config (TOML; `[section]`s allowed).
+    pub settings: String,
+    /// Environment for the server processes (e.g. `KUNGFU_CANARY`).
+    pub env: Vec<(String, String)>,
+}
+
+/// One node process.
+#[derive(Debug)]
+pub struct Node {
+    pub id: u64,
+    /// Its namespace in netns mode.
+    pub ns: Option<String>,
+    /// Where clients reach its public API.
+    pub api: SocketAddr,
+    pub raft: SocketAddr,
+    pub config: PathBuf,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    /// libfaketime's timestamp file (`+0`, `+5s`, `-3s`).
+    pub skew_file: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+    /// The loop device backing the data directory, if any.
+    loop_dev: Option<String>,
+}
+
+impl Node {
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+}
+
+/// A running cluster; dropping it stops every process and removes namespaces and mounts.
+#[derive(Debug)]
+pub struct Cluster {
+    pub opts: ClusterOpts,
+    pub nodes: BTreeMap<u64, Node>,
+    /// Loopback mode: the proxy that carries raft traffic between nodes.
+    pub proxy: Option<crate::proxy::Proxy>,
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    run(Command::new("ip").args(args))
+}
+
+/// Runs `args` inside namespace `ns`.
+pub fn in_ns(ns: &str, args: &[&str]) -> Result<()> {
+    run(Command::new("ip").args(["netns", "exec", ns]).args(args))
+}
+
+/// Whether this process may create network namespaces (root with iproute2).
+pub fn netns_available() -> bool {
+    let probe = "kfj-probe";
+    let ok = Command::new("ip").args(["netns", "add", probe]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if ok {
+        let _ = Command::new("ip").args(["netns", "del", probe]).status();
+    }
+    ok
+}
+
+/// Removes everything a run may have left: `kfj` processes' namespaces, the bridge, loop mounts.
+/// Safe to run at any time; never fails on what is already gone.
+pub fn cleanup(store: &Path) -> Vec<String> {
+    let mut done = Vec::new();
+    // Processes started inside our namespaces.
+    if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            if name.starts_with("kfj-") {
+                if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
+                    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                        let _ = Command::new("kill").args(["-CONT", pid]).status();
+                        let _ = Command::new("kill").args(["-KILL", pid]).status();
+                        done.push(format!("killed pid {pid} in {name}"));
+                    }
+                }
+                let _ = Command::new("ip").args(["netns", "del", name]).status();
+                done.push(format!("deleted namespace {name}"));
+            }
+        }
+    }
+    if Command::new("ip")
+        .args(["link", "show", BRIDGE])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let _ = Command::new("ip").args(["link", "del", BRIDGE]).status();
+        done.push(format!("deleted bridge {BRIDGE}"));
+    }
+    // Loopback-mode and leftover processes: any kungfud whose config lies under the store.
+    if let Ok(out) = Command::new("pgrep").args(["-f", &format!("kungfud.*{}", store.display())]).output() {
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let _ = Command::new("kill").args(["-CONT", pid]).status();
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+            done.push(format!("killed kungfud pid {pid}"));
+        }
+    }
+    // Loop mounts under the store.
+    if let Ok(mounts) = std::fs::read_to_string("/proc/mounts") {
+        for line in mounts.lines() {
+            let mut f = line.split_whitespace();
+            let (dev, at) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+            if at.starts_with(&store.display().to_string()) && dev.starts_with("/dev/loop") {
+                let _ = Command::new("umount").args(["-l", at]).status();
+                let _ = Command::new("losetup").args(["-d", dev]).status();
+                done.push(format!("unmounted {at} ({dev})"));
+            }
+        }
+    }
+    done
+}
+
+impl Cluster {
+    /// Creates the network, writes the configs and starts every node; returns once a leader serves
+    /// and every node applied the same index (bounded).
+    pub async fn start(opts: ClusterOpts) -> Result<Cluster> {
+        std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating {}", opts.dir.display()))?;
+        let n = opts.nodes;
+        if opts.net == NetMode::Netns {
+            setup_netns(n)?;
+        }
+        let mut addrs = BTreeMap::new();
+        for id in 1..=n {
+            let (api, raft) = match opts.net {
+                NetMode::Netns => (
+                    format!("10.88.0.{id}:{API_PORT}").parse::<SocketAddr>()?,
+                    format!("10.88.0.{id}:{RAFT_PORT}").parse::<SocketAddr>()?,
+                ),
+                NetMode::Loopback => (free_addr()?, free_addr()?),
+            };
+            addrs.insert(id, (api, raft));
+        }
+        let proxy = match opts.net {
+            NetMode::Loopback => {
+                Some(crate::proxy::Proxy::start(&addrs.iter().map(|(i, (_, r))| (*i, *r)).collect()).await?)
+            }
+            NetMode::Netns => None,
+        };
+        let mut nodes = BTreeMap::new();
+        for id in 1..=n {
+            let (api, raft) = addrs[&id];
+            let dir = opts.dir.join(format!("n{id}"));
+            let data = dir.join("data");
+            std::fs::create_dir_all(&data)?;
+            let loop_dev = match opts.disk_mib {
+                Some(mib) => Some(mount_loop(&dir.join("disk.img"), &data, mib)?),
+                None => None,
+            };
+            let skew_file = dir.join("skew");
+            std::fs::write(&skew_file, "+0\n")?;
+            let mut peers = String::new();
+            let mut dial = String::new();
+            for (pid, (papi, praft)) in &addrs {
+                peers.push_str(&format!("\n[[peers]]\nid = {pid}\nraft = \"{praft}\"\napi = \"{papi}\"\n"));
+                // Loopback: node `id` reaches peer `pid` through its own proxy link.
+                if let (Some(p), true) = (&proxy, *pid != id) {
+                    dial.push_str(&format!("\"{pid}\" = \"{}\"\n", p.link_addr(id, *pid)));
+                }
+            }
+            if !dial.is_empty() {
+                dial = format!("\n[raft.dial]\n{dial}");
+            }
+            let config = dir.join("node.toml");
+            let text = format!(
+                "node_id = {id}\ncluster_id = \"jepsen\"\ndata_dir = \"{}\"\napi_listen = \"{api}\"\nraft_listen = \"{raft}\"\nbootstrap = true\noperator_token = \"{OPERATOR_TOKEN}\"\n{}\n{}\n{dial}{peers}",
+                data.display(),
+                RAFT_AND_LIMITS,
+                opts.settings,
+            );
+            std::fs::write(&config, text)?;
+            let ns = (opts.net == NetMode::Netns).then(|| format!("kfj-n{id}"));
+            let node = Node {
+                id,
+                ns,
+                api,
+                raft,
+                config,
+                data,
+                log: dir.join("server.log"),
+                skew_file,
+                child: None,
+                paused: false,
+                loop_dev,
+            };
+            nodes.insert(id, node);
+        }
+        let mut cluster = Cluster { opts, nodes, proxy };
+        for id in 1..=n {
+            cluster.start_node(id)?;
+        }
+        cluster.wait_healthy(Duration::from_secs(60)).await?;
+        Ok(cluster)
+    }
+
+    /// Starts (or restarts) node `id`'s process.
+    pub fn start_node(&mut self, id: u64) -> Result<()> {
+        let opts = self.opts.clone();
+        let node = self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        if node.child.is_some() {
+            return Ok(());
+        }
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&node.log)?;
+        let mut cmd = match &node.ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]);
+                c
+            }
+            None => Command::new("env"),
+        };
+        // `ip netns exec` and `env` exec the next program, so the child's pid is kungfud's.
+        if node.ns.is_some() {
+            cmd.arg("env");
+        }
+        if opts.faketime {
+            cmd.arg(format!("LD_PRELOAD={}", libfaketime()?.display()))
+                .arg(format!("FAKETIME_TIMESTAMP_FILE={}", node.skew_file.display()))
+                .arg("FAKETIME_NO_CACHE=1")
+                .arg("DONT_FAKE_MONOTONIC=1");
+        }
+        for (k, v) in &opts.env {
+            cmd.arg(format!("{k}={v}"));
+        }
+        cmd.arg("KUNGFU_LOG=info");
+        if opts.fiu {
+            cmd.args(["fiu-run", "-x"]);
+        }
+        cmd.arg(&opts.server).arg("--config").arg(&node.config);
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting node {id}"))?;
+        node.child = Some(child);
+        node.paused = false;
+        Ok(())
+    }
+
+    /// SIGKILL (a crash: nothing flushed that was not synced).
+    pub fn kill(&mut self, id: u64) -> Result<()> {
+        let node = self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        if let Some(mut c) = node.child.take() {
+            if node.paused {
+                let _ = signal(c.id(), "CONT");
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        node.paused = false;
+        Ok(())
+    }
+
+    /// SIGSTOP: the node stops but its sockets still accept connections (calls hang: `info`).
+    pub fn pause(&mut self, id: u64) -> Result<()> {
+        let node = self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        if let (Some(pid), false) = (node.pid(), node.paused) {
+            signal(pid, "STOP")?;
+            node.paused = true;
+        }
+        Ok(())
+    }
+
+    /// SIGCONT.
+    pub fn resume(&mut self, id: u64) -> Result<()> {
+        let node = self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        if let (Some(pid), true) = (node.pid(), node.paused) {
+            signal(pid, "CONT")?;
+            node.paused = false;
+        }
+        Ok(())
+    }
+
+    /// Sets node `id`'s clock offset (libfaketime reads the file on every call).
+    pub fn set_skew(&self, id: u64, offset_secs: i64) -> Result<()> {
+        let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        let text = if offset_secs >= 0 { format!("+{offset_secs}s\n") } else { format!("{offset_secs}s\n") };
+        std::fs::write(&node.skew_file, text)?;
+        Ok(())
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// The API endpoint of node `id`, as a client dials it.
+    pub fn endpoint(&self, id: u64) -> String {
+        self.nodes.get(&id).map(|n| n.api.to_string()).unwrap_or_default()
+    }
+
+    /// An operator client of one node, failing fast (no retries).
+    pub async fn operator(&self, id: u64) -> Result<Client> {
+        let options =
+            ClientOptions { max_retries: 0, call_timeout: Duration::from_secs(2), ..ClientOptions::default() };
+        Ok(Client::connect(vec![self.endpoint(id)], Some(OPERATOR_TOKEN.into()), options).await?)
+    }
+
+    /// Every answering node's status.
+    pub async fn statuses(&self) -> Vec<pb::ClusterStatusResponse> {
+        let mut out = Vec::new();
+        for id in self.ids() {
+            if !self.nodes[&id].running() || self.nodes[&id].paused {
+                continue;
+            }
+            if let Ok(c) = self.operator(id).await {
+                if let Ok(s) = c.cluster_status(pb::ClusterStatusRequest {}).await {
+                    out.push(s);
+                }
+            }
+        }
+        out
+    }
+
+    /// The leader all running nodes agree on, if any.
+    pub async fn leader(&self) -> Option<u64> {
+        let all = self.statuses().await;
+        let l = all.first()?.leader_id?;
+        let agree = all.iter().all(|s| s.leader_id == Some(l));
+        let leads = all.iter().any(|s| s.node_id == l && s.role == pb::RaftRole::Leader as i32);
+        (agree && leads).then_some(l)
+    }
+
+    /// Waits until every node runs, a leader is agreed and every node applied the same index.
+    pub async fn wait_healthy(&self, bound: Duration) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            let all = self.statuses().await;
+            let applied: Vec<Option<u64>> = all.iter().map(|s| s.applied_index).collect();
+            if all.len() == self.nodes.len()
+                && self.leader().await.is_some()
+                && applied.iter().all(|a| a.is_some() && *a == applied[0])
+            {
+                return Ok(());
+            }
+            if start.elapsed() > bound {
+                bail!("the cluster did not become healthy within {bound:?}: applied {applied:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Every node's (applied index, digest), once they all report the same index (bounded).
+    pub async fn digests(&self, bound: Duration) -> Result<BTreeMap<u64, (Option<u64>, String)>> {
+        let start = Instant::now();
+        loop {
+            let mut seen = BTreeMap::new();
+            for id in self.ids() {
+                if let Ok(c) = self.operator(id).await {
+                    if let Ok(d) = c.state_digest(pb::StateDigestRequest {}).await {
+                        seen.insert(id, (d.applied_index, d.sha256));
+                    }
+                }
+            }
+            let first = seen.values().next().map(|(i, _)| *i);
+            if seen.len() == self.nodes.len() && seen.values().all(|(i, _)| Some(*i) == first) {
+                return Ok(seen);
+            }
+            if start.elapsed() > bound {
+                return Ok(seen);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Every node's log text (for the always-on crash check).
+    pub fn logs(&self) -> BTreeMap<u64, String> {
+        self.nodes.iter().map(|(id, n)| (*id, std::fs::read_to_string(&n.log).unwrap_or_default())).collect()
+    }
+
+    /// Fills node `id`'s data filesystem (ENOSPC) with a balloon file.
+    pub fn fill_disk(&self, id: u64) -> Result<()> {
+        let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        if node.loop_dev.is_none() {
+            bail!("node {id} has no loop filesystem (start the cluster with disk_mib)");
+        }
+        let out = Command::new("df").args(["--output=avail", "-B1"]).arg(&node.data).output()?;
+        let avail =
+            String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("0").trim().parse::<u64>().unwrap_or(0);
+        run(Command::new("fallocate").args(["-l", &avail.max(4096).to_string()]).arg(node.data.join(".balloon")))
+            .or_else(|_| Ok::<(), anyhow::Error>(()))?;
+        Ok(())
+    }
+
+    /// Removes the balloon.
+    pub fn free_disk(&self, id: u64) -> Result<()> {
+        let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        let _ = std::fs::remove_file(node.data.join(".balloon"));
+        Ok(())
+    }
+
+    /// Turns fsync/fdatasync failures on or off in node `id` (needs `fiu`).
+    pub fn fsync_faults(&self, id: u64, on: bool) -> Result<()> {
+        let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        let pid = node.pid().ok_or_else(|| anyhow!("node {id} is not running"))?.to_string();
+        for point in ["posix/io/sync/fsync", "posix/io/sync/fdatasync"] {
+            let cmd = if on { format!("enable name={point}") } else { format!("disable name={point}") };
+            run(Command::new("fiu-ctrl").args(["-c", &cmd, &pid]))?;
+        }
+        Ok(())
+    }
+
+    /// Stops every process and removes namespaces and mounts.
+    pub fn stop(&mut self) {
+        for id in self.ids() {
+            let _ = self.kill(id);
+        }
+        for node in self.nodes.values_mut() {
+            if let Some(dev) = node.loop_dev.take() {
+                let _ = Command::new("umount").arg("-l").arg(&node.data).status();
+                let _ = Command::new("losetup").args(["-d", &dev]).status();
+            }
+        }
+        if self.opts.net == NetMode::Netns {
+            teardown_netns(self.opts.nodes);
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The raft timings and limits of harness clusters: fast elections, no rate limits (the harness
+/// measures safety, not admission control), one-second windows allowed.
+const RAFT_AND_LIMITS: &str = "[raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000\n\n[rate_limits]\nwrites_per_second_per_agent = 0\nreads_per_second_per_agent = 0\nregistrations_per_minute_per_ip = 0\n\n[api]\nwrite_timeout_ms = 3000\n";
+
+fn signal(pid: u32, sig: &str) -> Result<()> {
+    run(Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()))
+}
+
+fn free_addr() -> Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+fn libfaketime() -> Result<PathBuf> {
+    for p in [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+    ] {
+        if Path::new(p).exists() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    bail!("libfaketime.so.1 not found: install the Debian packages faketime and libfaketime")
+}
+
+fn setup_netns(n: u64) -> Result<()> {
+    teardown_netns(n);
+    ip(&["link", "add", BRIDGE, "type", "bridge"])?;
+    ip(&["link", "set", BRIDGE, "up"])?;
+    ip(&["addr", "add", &format!("{HARNESS_IP}/24"), "dev", BRIDGE])?;
+    for i in 1..=n {
+        let ns = format!("kfj-n{i}");
+        let veth = format!("kfjv{i}");
+        ip(&["netns", "add", &ns])?;
+        ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
+        ip(&["link", "set", &veth, "master", BRIDGE])?;
+        ip(&["link", "set", &veth, "up"])?;
+        ip(&["-n", &ns, "addr", "add", &format!("10.88.0.{i}/24"), "dev", "eth0"])?;
+        ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+    }
+    Ok(())
+}
+
+fn teardown_netns(n: u64) {
+    for i in 1..=n.max(9) {
+        let _ = Command::new("ip").args(["netns", "del", &format!("kfj-n{i}")]).stderr(Stdio::null()).status();
+    }
+    let _ = Command::new("ip").args(["link", "del", BRIDGE]).stderr(Stdio::null()).status();
+}
+
+fn mount_loop(img: &Path, at: &Path, mib: u64) -> Result<String> {
+    run(Command::new("truncate").args(["-s", &format!("{mib}M")]).arg(img))?;
+    run(Command::new("mkfs.ext4").args(["-q", "-F", "-m", "0"]).arg(img))?;
+    let out = Command::new("losetup").args(["--find", "--show"]).arg(img).output()?;
+    if !out.status.success() {
+        bail!("losetup: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    run(Command::new("mount").arg(&dev).arg(at))?;
+    Ok(dev)
+}

@@ -1,0 +1,215 @@
+//! `kungfu-jepsen`: run chaos tests against real `kungfud` clusters, re-check histories offline,
+//! run the `ci` or `nightly` suite, and clean up after a crashed run. See `jepsen/README.md`.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use kungfu_jepsen::checker::{CheckOptions, Validity, Workload, check_workload};
+use kungfu_jepsen::cluster::{NetMode, cleanup, netns_available};
+use kungfu_jepsen::history::History;
+use kungfu_jepsen::nemesis::Kind;
+use kungfu_jepsen::run::{TestOpts, run_test};
+use kungfu_jepsen::suite::{SuiteOpts, run_suite, table};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "kungfu-jepsen", version, about = "Chaos tests for the Kungfu runtime, in Jepsen's model")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// One run: a workload under some nemeses.
+    Test {
+        #[arg(long)]
+        workload: String,
+        /// Comma-separated nemeses (partition-node, partition-leader, partition-halves,
+        /// partition-one-way, kill, kill-leader, kill-all, pause, clock, disk-full, fsync); empty for none.
+        #[arg(long, default_value = "")]
+        nemesis: String,
+        #[arg(long, default_value_t = 3)]
+        nodes: u64,
+        /// Seconds of client load and faults.
+        #[arg(long, default_value_t = 60)]
+        time_limit: u64,
+        /// Ops per second over all processes.
+        #[arg(long, default_value_t = 40.0)]
+        rate: f64,
+        /// Client processes (default: two per node).
+        #[arg(long)]
+        concurrency: Option<usize>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        common: Common,
+        /// Arm a canary (the server must be built with `--features canary`); the run must be INVALID.
+        #[arg(long)]
+        canary: Option<String>,
+        #[arg(long, default_value_t = 2)]
+        max_skew_secs: i64,
+    },
+    /// Re-check a saved history offline.
+    Check {
+        history: PathBuf,
+        #[arg(long)]
+        workload: String,
+        /// The clock skew the run injected (deadlines).
+        #[arg(long, default_value_t = 0)]
+        skew_secs: u64,
+    },
+    /// Run a profile: `ci` (about ten minutes) or `nightly` (hours).
+    Suite {
+        #[arg(long, default_value = "ci")]
+        profile: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        common: Common,
+        /// A kungfud built with `--features canary` (canary runs need it).
+        #[arg(long)]
+        canary_server: Option<PathBuf>,
+    },
+    /// Remove every namespace, bridge, mount and process a run made (also after a crash).
+    Cleanup {
+        #[arg(long, default_value = "jepsen/store")]
+        store: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// The kungfud binary (default: next to this binary).
+    #[arg(long)]
+    server: Option<PathBuf>,
+    /// Where runs are written.
+    #[arg(long, default_value = "jepsen/store")]
+    store: PathBuf,
+    /// netns (root), loopback (no privileges), or auto (netns when it can be made).
+    #[arg(long, default_value = "auto")]
+    net: String,
+}
+
+impl Common {
+    fn server(&self) -> Result<PathBuf> {
+        let p = match &self.server {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()?.parent().context("binary directory")?.join("kungfud"),
+        };
+        if !p.exists() {
+            bail!("{} does not exist: build it (cargo build --bin kungfud) or pass --server", p.display());
+        }
+        Ok(std::fs::canonicalize(p)?)
+    }
+    fn net(&self) -> Result<NetMode> {
+        Ok(match self.net.as_str() {
+            "auto" => {
+                if netns_available() {
+                    NetMode::Netns
+                } else {
+                    NetMode::Loopback
+                }
+            }
+            other => other.parse()?,
+        })
+    }
+    fn store(&self) -> Result<PathBuf> {
+        std::fs::create_dir_all(&self.store)?;
+        Ok(std::fs::canonicalize(&self.store)?)
+    }
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Runtime::new()?;
+    match cli.command {
+        Command::Test {
+            workload,
+            nemesis,
+            nodes,
+            time_limit,
+            rate,
+            concurrency,
+            seed,
+            common,
+            canary,
+            max_skew_secs,
+        } => {
+            let nemeses = nemesis.split(',').filter(|s| !s.is_empty()).map(Kind::parse).collect::<Result<Vec<_>>>()?;
+            let store = common.store()?;
+            cleanup(&store);
+            let opts = TestOpts {
+                workload,
+                nemeses,
+                nodes,
+                time_limit: Duration::from_secs(time_limit),
+                rate,
+                concurrency: concurrency.unwrap_or(2 * nodes as usize),
+                seed,
+                net: common.net()?,
+                server: common.server()?,
+                store,
+                expect: if canary.is_some() { Validity::Invalid } else { Validity::Valid },
+                canary,
+                max_skew_secs,
+                hold_ms: 3000,
+                rest_ms: 3000,
+            };
+            let r = rt.block_on(run_test(&opts))?;
+            println!(
+                "{}",
+                table(&[r.clone()], &format!("== kungfu-jepsen test  seed={seed}  dir={}", r.dir.display()))
+            );
+            Ok(if r.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Check { history, workload, skew_secs } => {
+            let h = History::load(&history).with_context(|| format!("reading {}", history.display()))?;
+            let w: Workload = workload.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut opts = CheckOptions::default();
+            opts.deadlines.allowed_skew_ns = skew_secs * 1_000_000_000 + 500_000_000;
+            let report = check_workload(w, &h, &opts);
+            println!("{}", report.summary());
+            println!("{}", report.valid);
+            Ok(match report.valid {
+                Validity::Valid => ExitCode::SUCCESS,
+                Validity::Invalid => ExitCode::from(1),
+                Validity::Unknown => ExitCode::from(2),
+            })
+        }
+        Command::Suite { profile, seed, common, canary_server } => {
+            let store = common.store()?;
+            cleanup(&store);
+            let s = SuiteOpts {
+                profile: profile.clone(),
+                seed,
+                net: common.net()?,
+                server: common.server()?,
+                canary_server: canary_server.map(std::fs::canonicalize).transpose()?,
+                store,
+            };
+            let runs = rt.block_on(run_suite(&s))?;
+            let header =
+                format!("== kungfu-jepsen {profile}  seed={seed}  net={:?}  server={}", s.net, s.server.display());
+            println!("{}", table(&runs, &header));
+            Ok(if runs.iter().all(|r| r.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Cleanup { store } => {
+            for line in cleanup(&store) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
