@@ -297,3 +297,36 @@ async fn rate_limits_refuse_with_retry_after_and_metrics_count_what_happened() {
     assert!(body.contains("kungfu_action_seconds_bucket"), "{body}");
     assert!(body.contains("kungfu_raft_applied_index"), "{body}");
 }
+
+/// A node asked to stop (SIGTERM) while clients still hold connections, one of them a bare TCP
+/// connection that never sends a byte, stops anyway, cleanly, after its shutdown grace (graceful
+/// shutdown alone waits for such a connection forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_node_even_while_a_client_keeps_its_connection_open() {
+    let mut cluster = Cluster::start(1, "");
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let (_, agent) = register_when_serving(&anon, "idle-client", || cluster.logs()).await;
+    agent
+        .memories()
+        .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m".into(), content: content("x") }))
+        .await
+        .expect("a call on the connection");
+    // An SDK client too (its channel keeps HTTP/2 keepalives going).
+    let sdk = kungfu_client::Client::connect(
+        vec![cluster.nodes[&1].api.to_string()],
+        None,
+        kungfu_client::ClientOptions::default(),
+    )
+    .await
+    .expect("sdk");
+    let registered = sdk.register(None).await.expect("register through the sdk");
+    // And a bare TCP connection that never speaks (a port probe, a stuck peer): graceful shutdown
+    // would wait for it forever.
+    let probe = std::net::TcpStream::connect(cluster.nodes[&1].api).expect("tcp connect");
+    // `agent`, `sdk`, `probe` and their connections stay alive across the stop.
+    let node = cluster.nodes.get_mut(&1).expect("node");
+    let started = Instant::now();
+    assert!(node.terminate(), "the node did not exit cleanly within the bound:\n{}", node.log());
+    println!("stopped in {:?}", started.elapsed());
+    drop((agent, sdk, registered, probe));
+}

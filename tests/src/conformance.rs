@@ -323,7 +323,8 @@ impl Agent {
         outcome!(w.value.receipt, MemoryCreated)
     }
 
-    /// Creates a thread whose live grant binds `role`.
+    /// Creates a thread whose live grant binds `role`. When the SDK had to resend the creation (a
+    /// leader died with it in flight), the replay shows no secret (L3), so a new grant is issued.
     pub async fn thread(&self, role: pb::Role) -> Thread {
         let w = self
             .c
@@ -338,7 +339,23 @@ impl Agent {
             .await
             .expect("create thread");
         let created = outcome!(w.value.receipt, ThreadCreated);
-        Thread { id: created.thread, secret: w.value.grant_secret }
+        let mut secret = w.value.grant_secret;
+        for _ in 0..5 {
+            if !secret.is_empty() {
+                break;
+            }
+            let g = self
+                .c
+                .issue_grant(
+                    pb::IssueGrantRequest { thread: created.thread.clone(), role: role as i32, ..Default::default() },
+                    None,
+                )
+                .await
+                .expect("issue a grant");
+            secret = g.value.grant_secret;
+        }
+        assert!(!secret.is_empty(), "no grant secret after five issues");
+        Thread { id: created.thread, secret }
     }
 
     /// Joins with a grant secret (must succeed).

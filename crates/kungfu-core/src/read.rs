@@ -669,17 +669,49 @@ pub fn working_set(
         }
         obligations.sort_by_key(|o| (o.arose_at, o.obligation));
     }
-    let history = state
-        .scan_rev(&keys::journal_of(object), None, limits.history_digest_len)?
-        .into_iter()
-        .filter_map(|(_, r)| match r {
-            Record::Fact(f) => {
-                Some(HistoryItem { seq: f.seq, idx: f.idx, at: f.at, actor: f.actor, fact: f.fact.name().to_string() })
+    // §9.9, §12.6: a Task's journal also holds its engagements' facts; each is shown only to who
+    // may read that engagement (its agent, its judge, the Task's author). A member of the audience
+    // never learns from the digest who engaged or that a delivery exists. The scan reads further
+    // back than the digest's length so that hidden facts do not shorten it.
+    let task_author = match object {
+        ObjectRef::Task(id) => state.task(id)?.map(|t| t.author),
+        _ => None,
+    };
+    let mut history = Vec::new();
+    let scan = limits.history_digest_len.saturating_mul(if task_author.is_some() { 8 } else { 1 });
+    for (_, r) in state.scan_rev(&keys::journal_of(object), None, scan)? {
+        if history.len() >= limits.history_digest_len {
+            break;
+        }
+        let Record::Fact(f) = r else { continue };
+        if let (Some(author), Some(e)) = (task_author, engagement_of(&f.fact)) {
+            let may_read = match state.engagement(e)? {
+                Some(e) => agent == e.agent || agent == e.judge || agent == author,
+                None => false,
+            };
+            if !may_read {
+                continue;
             }
-            _ => None,
-        })
-        .collect();
+        }
+        history.push(HistoryItem { seq: f.seq, idx: f.idx, at: f.at, actor: f.actor, fact: f.fact.name().to_string() });
+    }
     Ok(WorkingSet { object, summary, role, history, obligations, available })
+}
+
+/// The engagement a fact is about, if any.
+fn engagement_of(f: &crate::fact::Fact) -> Option<EngagementId> {
+    use crate::fact::Fact::*;
+    match f {
+        Engaged { engagement, .. }
+        | EngagementDelivered { engagement, .. }
+        | EngagementJudged { engagement, .. }
+        | EngagementDropped { engagement, .. } => Some(*engagement),
+        DeadlinePassed {
+            obligation: ObligationId::EngagementDelivery(e) | ObligationId::EngagementJudgment(e),
+            ..
+        } => Some(*e),
+        _ => None,
+    }
 }
 
 fn push_once(v: &mut Vec<ActionKind>, k: ActionKind) {

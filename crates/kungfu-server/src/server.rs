@@ -12,6 +12,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a stopping node waits for its clients' connections to close before dropping them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs a node until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     config.validate()?;
@@ -69,16 +72,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
 
     // Open watch streams would hold tonic's graceful shutdown forever; they end when it begins.
     let watch = crate::watch::WatchService::new(backend.clone());
+    let (began_tx, began_rx) = tokio::sync::oneshot::channel::<()>();
     let shutdown = {
         let watch = watch.clone();
         async move {
             shutdown.await;
             watch.stop();
+            let _ = began_tx.send(());
         }
     };
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
     tracing::info!(api = %listener.local_addr()?, "serving the public API");
-    tonic::transport::Server::builder()
+    let serve = tonic::transport::Server::builder()
         .layer(crate::forward::ForwardLayer::new(backend.clone()))
         .layer(crate::oversize::OversizeLayer { max_message_bytes: max })
         .add_service(health_service)
@@ -115,8 +120,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         )
         .add_service(crate::admin::service(backend.clone()))
         .add_service(watch.clone().into_server(max))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
-        .await?;
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown);
+    // Graceful shutdown waits for open connections to finish, and an idle client keeps its
+    // connection open: after SHUTDOWN_GRACE the remaining connections are dropped, so a node always
+    // stops within a bound.
+    tokio::pin!(serve);
+    tokio::select! {
+        served = &mut serve => served?,
+        _ = async {
+            if began_rx.await.is_ok() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "clients still connected at shutdown: closing their connections"),
+    }
 
     tracing::info!("shutting down");
     health.set_not_serving::<pb::turn_service_server::TurnServiceServer<Api>>().await;
