@@ -59,6 +59,7 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             base(s, "replay", &[PartitionHalves, Pause], 30, 3, 3),
             base(s, "facts", &[KillAll, Kill, DiskFull], 30, 3, 4),
             base(s, "seq", &[PartitionNode, PartitionOneWay, Kill], 30, 3, 5),
+            base(s, "turn", &[PartitionHalves, KillLeader, Pause], 30, 3, 8),
             canary(s, "replay", "skip-dedup", &[PartitionHalves, Pause], 20, 6),
             canary(s, "deadlines", "early-deadlines", &[], 20, 7),
         ],
@@ -74,7 +75,7 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
                 &[DiskFull, Fsync],
                 &[PartitionHalves, KillLeader, Pause, Clock],
             ];
-            for w in ["admission", "deadlines", "replay", "facts", "seq"] {
+            for w in ["admission", "deadlines", "replay", "facts", "seq", "turn"] {
                 for g in groups {
                     runs.push(base(s, w, g, 300, 5, i));
                     i += 1;

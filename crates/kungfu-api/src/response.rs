@@ -629,6 +629,7 @@ impl From<&TurnPage> for pb::TurnPage {
         pb::TurnPage {
             items: p.items.iter().map(pb::TurnItem::from).collect(),
             next_cursor: p.next_cursor.as_ref().map(|c| c.to_hex()).unwrap_or_default(),
+            as_of_seq: 0,
         }
     }
 }

@@ -315,6 +315,11 @@ impl Client {
         /// (use a client of one endpoint to address one node).
         state_digest, AdminServiceClient, state_digest, pb::StateDigestRequest, pb::StateDigestResponse
     );
+    read!(
+        /// One page of the recorded facts of the answering node (operator only): the core's
+        /// canonical encoding of each `JournaledFact`, in global order.
+        export_facts, AdminServiceClient, export_facts, pb::ExportFactsRequest, pb::ExportFactsResponse
+    );
 
     /// The caller's whole turn, page after page, up to `max_pages` pages. Stops early when the
     /// server returns no next cursor (or repeats one).

@@ -392,6 +392,42 @@ impl pb::admin_service_server::AdminService for Admin {
         }))
     }
 
+    async fn export_facts(
+        &self,
+        request: Request<pb::ExportFactsRequest>,
+    ) -> Result<Response<pb::ExportFactsResponse>, Status> {
+        self.b.authenticate_operator(&request)?;
+        let after = request.get_ref().after_seq;
+        let limit = match request.get_ref().limit {
+            0 => 1000,
+            n => n.min(10_000),
+        } as usize;
+        let node = self.b.node.clone();
+        let page = tokio::task::spawn_blocking(move || {
+            node.state.read(|s| -> Result<pb::ExportFactsResponse, kungfu_core::StateError> {
+                use kungfu_core::StateExt;
+                let last_seq = s.counters()?.unwrap_or_default().seq;
+                let mut facts = Vec::new();
+                let mut taken: Option<u64> = None;
+                let mut more = false;
+                for f in kungfu_core::rebuild::all_facts(s)?.into_iter().filter(|f| f.seq > after) {
+                    // A page ends between two actions, never inside one (L2: one action, all its facts).
+                    if facts.len() >= limit && taken != Some(f.seq) {
+                        more = true;
+                        break;
+                    }
+                    taken = Some(f.seq);
+                    facts.push(kungfu_core::codec::encode(&f));
+                }
+                Ok(pb::ExportFactsResponse { facts, next_after_seq: if more { taken } else { None }, last_seq })
+            })
+        })
+        .await
+        .map_err(|e| status(Code::Unavailable, format!("exporting facts: {e}")))?
+        .map_err(|e| status(Code::Unavailable, format!("exporting facts: {e}")))?;
+        Ok(Response::new(page))
+    }
+
     async fn trigger_snapshot(
         &self,
         request: Request<pb::TriggerSnapshotRequest>,

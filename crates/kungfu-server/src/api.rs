@@ -363,9 +363,16 @@ impl pb::turn_service_server::TurnService for Api {
     async fn get_turn(&self, request: Request<pb::GetTurnRequest>) -> Result<Response<pb::TurnPage>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = rq::turn_query(request.get_ref())?;
-        let page =
-            self.b.read_with(&request, |s, l, now| read::turn(s, me, q.cursor.as_ref(), q.page_size, now, l)).await?;
-        Ok(page.respond(|v| pb::TurnPage::from(&v)))
+        // The page and the sequence number it is exact at come from one snapshot.
+        let page = self
+            .b
+            .read_with(&request, |s, l, now| {
+                let page = read::turn(s, me, q.cursor.as_ref(), q.page_size, now, l)?;
+                let seq = kungfu_core::StateExt::counters(s)?.unwrap_or_default().seq;
+                Ok((page, seq))
+            })
+            .await?;
+        Ok(page.respond(|(v, seq)| pb::TurnPage { as_of_seq: seq, ..pb::TurnPage::from(&v) }))
     }
 
     async fn get_opportunities(

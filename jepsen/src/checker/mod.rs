@@ -15,11 +15,7 @@
 //! | [`seq`] | seq | per-thread entry sequences are gap-free, prefix-consistent, real-time ordered (§6.3, L5) |
 //! | [`no_success`] | every run | a run in which nothing succeeded proves nothing and is invalid |
 //!
-//! The `turn` checker (plan §5.6: each turn read equals the obligations recomputed from the facts
-//! at that read's index; no obligation ends twice) needs the pure derivation function of
-//! `kungfu-core`, so it is not in this crate yet. It belongs in `checker/turn.rs` with the same
-//! `check(&History, &Options) -> Verdict` shape, a `Workload::Turn` variant, and an arm in
-//! [`check_workload`]; nothing else here has to change.
+//! | [`turn`] | turn | each turn read equals the turn `kungfu-core` derives from the facts at that read's point; no obligation ends twice (§8, L1, L5) |
 
 pub mod admission;
 pub mod deadlines;
@@ -27,6 +23,7 @@ pub mod facts;
 pub mod no_success;
 pub mod replay;
 pub mod seq;
+pub mod turn;
 pub mod wgl;
 
 use std::collections::BTreeMap;
@@ -203,11 +200,12 @@ pub enum Workload {
     Replay,
     Facts,
     Seq,
+    Turn,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] =
-        [Workload::Admission, Workload::Deadlines, Workload::Replay, Workload::Facts, Workload::Seq];
+    pub const ALL: [Workload; 6] =
+        [Workload::Admission, Workload::Deadlines, Workload::Replay, Workload::Facts, Workload::Seq, Workload::Turn];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -216,6 +214,7 @@ impl Workload {
             Workload::Replay => "replay",
             Workload::Facts => "facts",
             Workload::Seq => "seq",
+            Workload::Turn => "turn",
         }
     }
 }
@@ -244,6 +243,7 @@ pub struct CheckOptions {
     pub replay: replay::Options,
     pub facts: facts::Options,
     pub seq: seq::Options,
+    pub turn: turn::Options,
     pub no_success: no_success::Options,
 }
 
@@ -275,6 +275,7 @@ pub fn check_workload(workload: Workload, history: &History, opts: &CheckOptions
         Workload::Replay => replay::check(history, &opts.replay),
         Workload::Facts => facts::check(history, &opts.facts),
         Workload::Seq => seq::check(history, &opts.seq),
+        Workload::Turn => turn::check(history, &opts.turn),
     };
     let always = no_success::check(history, &opts.no_success);
     Report::from_verdicts(workload.name(), vec![main, always])

@@ -10,6 +10,7 @@ pub mod deadlines;
 pub mod facts;
 pub mod replay;
 pub mod seq;
+pub mod turn;
 
 use crate::checker::Workload as Kind;
 use crate::client;
@@ -123,7 +124,8 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>> {
         "replay" => Box::new(replay::Replay::default()),
         "admission" => Box::new(admission::Admission::default()),
         "deadlines" => Box::new(deadlines::Deadlines::default()),
-        other => anyhow::bail!("unknown workload {other:?}; known: admission, deadlines, replay, facts, seq"),
+        "turn" => Box::new(turn::Turn::default()),
+        other => anyhow::bail!("unknown workload {other:?}; known: admission, deadlines, replay, facts, seq, turn"),
     })
 }
 
