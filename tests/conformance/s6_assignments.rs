@@ -32,7 +32,7 @@ cases! {
     a_creator_demoted_to_observer_still_judges_and_voids_but_cannot_create ["§6.2.5", "§6.2.6"],
     assignment_actions_need_membership_not_the_right_to_speak ["§6.2.5"],
     when_the_taker_leaves_or_is_removed_its_undelivered_assignments_are_voided_in_the_same_fact ["§6.2.9"],
-    when_the_creator_leaves_undelivered_are_voided_and_delivered_are_forfeited ["§6.2.9", "§6.2.10"],
+    when_the_creator_leaves_undelivered_are_voided_and_delivered_are_forfeited ["§6.2.9", "§6.2.10", "§6.2.11"],
 }
 
 use pb::AssignmentOutcome as Out;
