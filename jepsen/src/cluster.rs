@@ -1,10 +1,12 @@
 //! A real cluster of `kungfud` processes for a chaos run.
 //!
 //! Two network modes:
-//! - [`NetMode::Netns`] (root): one network namespace per node (`kfj-n<i>`), each with a veth on
-//!   the bridge `kfjbr0` in 10.88.0.0/24; node `i` is 10.88.0.`i`, the harness (clients and
-//!   nemesis) is 10.88.0.254 in the root namespace. Partitions are iptables rules inside the
-//!   namespaces, so they cut exactly the links named and nothing on the host.
+//! - [`NetMode::Netns`] (root): one network namespace per node (`kfj<s>-n<i>`), each with a veth
+//!   on the bridge `kfjbr<s>` in 10.88.`s`.0/24; node `i` is 10.88.`s`.`i`, the harness (clients
+//!   and nemesis) is 10.88.`s`.254 in the root namespace. `s` is the run's slot: a run claims a
+//!   free slot (a pid file under `/run/kungfu-jepsen`), so runs on one machine (a soak and a CI
+//!   run) never share a namespace. Partitions are iptables rules inside the namespaces, so they
+//!   cut exactly the links named and nothing on the host.
 //! - [`NetMode::Loopback`] (no privileges): every node on 127.0.0.1; each node dials each peer's
 //!   raft port through its own proxy link ([`crate::proxy`]), so partitions cut directed links.
 //!
@@ -25,10 +27,8 @@ use std::time::{Duration, Instant};
 
 /// The operator token of harness clusters (status and digest calls).
 pub const OPERATOR_TOKEN: &str = "kungfu-jepsen-operator";
-/// The bridge of netns mode.
-pub const BRIDGE: &str = "kfjbr0";
-/// The harness's own address on the bridge.
-pub const HARNESS_IP: &str = "10.88.0.254";
+/// Where runs claim their slots (one pid file per slot in use).
+const SLOTS: &str = "/run/kungfu-jepsen";
 const API_PORT: u16 = 7400;
 const RAFT_PORT: u16 = 7500;
 
@@ -111,6 +111,37 @@ pub struct Cluster {
     pub nodes: BTreeMap<u64, Node>,
     /// Loopback mode: the proxy that carries raft traffic between nodes.
     pub proxy: Option<crate::proxy::Proxy>,
+    /// Netns mode: this run's slot (names and subnet).
+    pub slot: u32,
+}
+
+/// Whether process `pid` is alive.
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Claims the lowest free slot (1..=250) for this process.
+fn claim_slot() -> Result<u32> {
+    std::fs::create_dir_all(SLOTS)?;
+    for slot in 1..=250u32 {
+        let file = Path::new(SLOTS).join(slot.to_string());
+        let taken = std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<u32>().ok()).is_some_and(alive);
+        if !taken {
+            std::fs::write(&file, std::process::id().to_string())?;
+            return Ok(slot);
+        }
+    }
+    bail!("no free network slot: 250 runs are active on this machine")
+}
+
+/// The namespace of node `id` in slot `slot`.
+pub fn ns_name(slot: u32, id: u64) -> String {
+    format!("kfj{slot}-n{id}")
+}
+
+/// The address of node `id` in slot `slot`.
+pub fn node_ip(slot: u32, id: u64) -> String {
+    format!("10.88.{slot}.{id}")
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -132,7 +163,7 @@ pub fn in_ns(ns: &str, args: &[&str]) -> Result<()> {
 
 /// Whether this process may create network namespaces (root with iproute2).
 pub fn netns_available() -> bool {
-    let probe = "kfj-probe";
+    let probe = "kungfu-jepsen-probe";
     let ok = Command::new("ip").args(["netns", "add", probe]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     if ok {
         let _ = Command::new("ip").args(["netns", "del", probe]).status();
@@ -140,43 +171,57 @@ pub fn netns_available() -> bool {
     ok
 }
 
-/// Removes everything a run may have left: `kfj` processes' namespaces, the bridge, loop mounts.
-/// Safe to run at any time; never fails on what is already gone.
-pub fn cleanup(store: &Path) -> Vec<String> {
+/// Removes everything runs of dead processes left: their namespaces (and the processes inside),
+/// bridges, slot files, loop mounts and kungfud processes under `store`. With `all`, also those of
+/// live runs. Safe to run at any time; never fails on what is already gone.
+pub fn cleanup(store: &Path, all: bool) -> Vec<String> {
     let mut done = Vec::new();
-    // Processes started inside our namespaces.
+    let live_slot = |slot: u32| -> bool {
+        !all && std::fs::read_to_string(Path::new(SLOTS).join(slot.to_string()))
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok())
+            .is_some_and(|pid| pid != std::process::id() && alive(pid))
+    };
+    let slot_of =
+        |name: &str, prefix: &str| -> Option<u32> { name.strip_prefix(prefix)?.split('-').next()?.parse().ok() };
     if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let name = line.split_whitespace().next().unwrap_or("");
-            if name.starts_with("kfj-") {
-                if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
-                    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-                        let _ = Command::new("kill").args(["-CONT", pid]).status();
-                        let _ = Command::new("kill").args(["-KILL", pid]).status();
-                        done.push(format!("killed pid {pid} in {name}"));
-                    }
-                }
-                let _ = Command::new("ip").args(["netns", "del", name]).status();
-                done.push(format!("deleted namespace {name}"));
+            let Some(slot) = slot_of(name, "kfj") else { continue };
+            if live_slot(slot) {
+                continue;
             }
+            if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
+                for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                    let _ = Command::new("kill").args(["-CONT", pid]).status();
+                    let _ = Command::new("kill").args(["-KILL", pid]).status();
+                    done.push(format!("killed pid {pid} in {name}"));
+                }
+            }
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+            done.push(format!("deleted namespace {name}"));
         }
     }
-    if Command::new("ip")
-        .args(["link", "show", BRIDGE])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        let _ = Command::new("ip").args(["link", "del", BRIDGE]).status();
-        done.push(format!("deleted bridge {BRIDGE}"));
+    if let Ok(out) = Command::new("ip").args(["-o", "link", "show", "type", "bridge"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split(':').nth(1).map(str::trim).unwrap_or("");
+            let Some(slot) = slot_of(name, "kfjbr") else { continue };
+            if live_slot(slot) {
+                continue;
+            }
+            let _ = Command::new("ip").args(["link", "del", name]).status();
+            let _ = std::fs::remove_file(Path::new(SLOTS).join(slot.to_string()));
+            done.push(format!("deleted bridge {name}"));
+        }
     }
-    // Loopback-mode and leftover processes: any kungfud whose config lies under the store.
-    if let Ok(out) = Command::new("pgrep").args(["-f", &format!("kungfud.*{}", store.display())]).output() {
-        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-            let _ = Command::new("kill").args(["-CONT", pid]).status();
-            let _ = Command::new("kill").args(["-KILL", pid]).status();
-            done.push(format!("killed kungfud pid {pid}"));
+    // Leftover processes of loopback runs: kungfud whose config lies under the store.
+    if all {
+        if let Ok(out) = Command::new("pgrep").args(["-f", &format!("kungfud.*{}", store.display())]).output() {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-CONT", pid]).status();
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+                done.push(format!("killed kungfud pid {pid}"));
+            }
         }
     }
     // Loop mounts under the store.
@@ -184,7 +229,9 @@ pub fn cleanup(store: &Path) -> Vec<String> {
         for line in mounts.lines() {
             let mut f = line.split_whitespace();
             let (dev, at) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
-            if at.starts_with(&store.display().to_string()) && dev.starts_with("/dev/loop") {
+            let ours = at.starts_with(&store.display().to_string()) && dev.starts_with("/dev/loop");
+            // A mount a live node still uses stays.
+            if ours && (all || orphaned(at)) {
                 let _ = Command::new("umount").args(["-l", at]).status();
                 let _ = Command::new("losetup").args(["-d", dev]).status();
                 done.push(format!("unmounted {at} ({dev})"));
@@ -194,21 +241,39 @@ pub fn cleanup(store: &Path) -> Vec<String> {
     done
 }
 
+/// Whether no running process has a file open under `dir` (its run is gone).
+fn orphaned(dir: &str) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return true };
+    for p in procs.flatten() {
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(dir)) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 impl Cluster {
     /// Creates the network, writes the configs and starts every node; returns once a leader serves
     /// and every node applied the same index (bounded).
     pub async fn start(opts: ClusterOpts) -> Result<Cluster> {
         std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating {}", opts.dir.display()))?;
         let n = opts.nodes;
-        if opts.net == NetMode::Netns {
-            setup_netns(n)?;
-        }
+        let slot = if opts.net == NetMode::Netns {
+            let slot = claim_slot()?;
+            setup_netns(slot, n)?;
+            slot
+        } else {
+            0
+        };
         let mut addrs = BTreeMap::new();
         for id in 1..=n {
             let (api, raft) = match opts.net {
                 NetMode::Netns => (
-                    format!("10.88.0.{id}:{API_PORT}").parse::<SocketAddr>()?,
-                    format!("10.88.0.{id}:{RAFT_PORT}").parse::<SocketAddr>()?,
+                    format!("{}:{API_PORT}", node_ip(slot, id)).parse::<SocketAddr>()?,
+                    format!("{}:{RAFT_PORT}", node_ip(slot, id)).parse::<SocketAddr>()?,
                 ),
                 NetMode::Loopback => (free_addr()?, free_addr()?),
             };
@@ -252,7 +317,7 @@ impl Cluster {
                 opts.settings,
             );
             std::fs::write(&config, text)?;
-            let ns = (opts.net == NetMode::Netns).then(|| format!("kfj-n{id}"));
+            let ns = (opts.net == NetMode::Netns).then(|| ns_name(slot, id));
             let node = Node {
                 id,
                 ns,
@@ -268,7 +333,7 @@ impl Cluster {
             };
             nodes.insert(id, node);
         }
-        let mut cluster = Cluster { opts, nodes, proxy };
+        let mut cluster = Cluster { opts, nodes, proxy, slot };
         for id in 1..=n {
             cluster.start_node(id)?;
         }
@@ -495,7 +560,8 @@ impl Cluster {
             }
         }
         if self.opts.net == NetMode::Netns {
-            teardown_netns(self.opts.nodes);
+            teardown_netns(self.slot, self.opts.nodes);
+            let _ = std::fs::remove_file(Path::new(SLOTS).join(self.slot.to_string()));
         }
     }
 }
@@ -531,30 +597,31 @@ fn libfaketime() -> Result<PathBuf> {
     bail!("libfaketime.so.1 not found: install the Debian packages faketime and libfaketime")
 }
 
-fn setup_netns(n: u64) -> Result<()> {
-    teardown_netns(n);
-    ip(&["link", "add", BRIDGE, "type", "bridge"])?;
-    ip(&["link", "set", BRIDGE, "up"])?;
-    ip(&["addr", "add", &format!("{HARNESS_IP}/24"), "dev", BRIDGE])?;
+fn setup_netns(slot: u32, n: u64) -> Result<()> {
+    teardown_netns(slot, n);
+    let bridge = format!("kfjbr{slot}");
+    ip(&["link", "add", &bridge, "type", "bridge"])?;
+    ip(&["link", "set", &bridge, "up"])?;
+    ip(&["addr", "add", &format!("10.88.{slot}.254/24"), "dev", &bridge])?;
     for i in 1..=n {
-        let ns = format!("kfj-n{i}");
-        let veth = format!("kfjv{i}");
+        let ns = ns_name(slot, i);
+        let veth = format!("kfj{slot}v{i}");
         ip(&["netns", "add", &ns])?;
         ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
-        ip(&["link", "set", &veth, "master", BRIDGE])?;
+        ip(&["link", "set", &veth, "master", &bridge])?;
         ip(&["link", "set", &veth, "up"])?;
-        ip(&["-n", &ns, "addr", "add", &format!("10.88.0.{i}/24"), "dev", "eth0"])?;
+        ip(&["-n", &ns, "addr", "add", &format!("{}/24", node_ip(slot, i)), "dev", "eth0"])?;
         ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
         ip(&["-n", &ns, "link", "set", "lo", "up"])?;
     }
     Ok(())
 }
 
-fn teardown_netns(n: u64) {
+fn teardown_netns(slot: u32, n: u64) {
     for i in 1..=n.max(9) {
-        let _ = Command::new("ip").args(["netns", "del", &format!("kfj-n{i}")]).stderr(Stdio::null()).status();
+        let _ = Command::new("ip").args(["netns", "del", &ns_name(slot, i)]).stderr(Stdio::null()).status();
     }
-    let _ = Command::new("ip").args(["link", "del", BRIDGE]).stderr(Stdio::null()).status();
+    let _ = Command::new("ip").args(["link", "del", &format!("kfjbr{slot}")]).stderr(Stdio::null()).status();
 }
 
 fn mount_loop(img: &Path, at: &Path, mib: u64) -> Result<String> {

@@ -72,10 +72,14 @@ enum Command {
         #[arg(long)]
         canary_server: Option<PathBuf>,
     },
-    /// Remove every namespace, bridge, mount and process a run made (also after a crash).
+    /// Remove every namespace, bridge, mount and process that runs left behind (also after a
+    /// crash). Runs still in progress keep theirs unless `--all`.
     Cleanup {
         #[arg(long, default_value = "jepsen/store")]
         store: PathBuf,
+        /// Also stop and remove the runs still in progress.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -149,7 +153,7 @@ fn real_main() -> Result<ExitCode> {
         } => {
             let nemeses = nemesis.split(',').filter(|s| !s.is_empty()).map(Kind::parse).collect::<Result<Vec<_>>>()?;
             let store = common.store()?;
-            cleanup(&store);
+            cleanup(&store, false);
             let opts = TestOpts {
                 workload,
                 nemeses,
@@ -190,7 +194,7 @@ fn real_main() -> Result<ExitCode> {
         }
         Command::Suite { profile, seed, common, canary_server } => {
             let store = common.store()?;
-            cleanup(&store);
+            cleanup(&store, false);
             let s = SuiteOpts {
                 profile: profile.clone(),
                 seed,
@@ -205,8 +209,8 @@ fn real_main() -> Result<ExitCode> {
             println!("{}", table(&runs, &header));
             Ok(if runs.iter().all(|r| r.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Cleanup { store } => {
-            for line in cleanup(&store) {
+        Command::Cleanup { store, all } => {
+            for line in cleanup(&store, all) {
                 println!("{line}");
             }
             Ok(ExitCode::SUCCESS)

@@ -6,7 +6,7 @@
 //! nodes resumed, killed nodes restarted, clocks reset, disks freed). Every start and stop is
 //! recorded in the history as a `nemesis` op, so a checker (and a reader) sees the fault windows.
 
-use crate::cluster::{Cluster, NetMode, in_ns};
+use crate::cluster::{Cluster, NetMode, in_ns, node_ip, ns_name};
 use anyhow::{Result, bail};
 use rand::Rng;
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -235,8 +235,8 @@ pub fn partition(cluster: &Cluster, cut: &BTreeSet<(u64, u64)>) -> Result<()> {
         NetMode::Netns => {
             for (from, to) in cut {
                 // Drop at the receiver: `to` ignores packets from `from`.
-                let ns = format!("kfj-n{to}");
-                in_ns(&ns, &["iptables", "-A", "INPUT", "-s", &format!("10.88.0.{from}"), "-j", "DROP"])?;
+                let ns = ns_name(cluster.slot, *to);
+                in_ns(&ns, &["iptables", "-A", "INPUT", "-s", &node_ip(cluster.slot, *from), "-j", "DROP"])?;
             }
         }
         NetMode::Loopback => {
@@ -255,7 +255,7 @@ pub fn heal_partitions(cluster: &Cluster) -> Result<()> {
     match cluster.opts.net {
         NetMode::Netns => {
             for id in cluster.ids() {
-                in_ns(&format!("kfj-n{id}"), &["iptables", "-F", "INPUT"])?;
+                in_ns(&ns_name(cluster.slot, id), &["iptables", "-F", "INPUT"])?;
             }
         }
         NetMode::Loopback => {
