@@ -71,6 +71,9 @@ enum Command {
         /// A kungfud built with `--features canary` (canary runs need it).
         #[arg(long)]
         canary_server: Option<PathBuf>,
+        /// Run every run of the profile for this many seconds instead (a shortened soak).
+        #[arg(long)]
+        run_seconds: Option<u64>,
     },
     /// Remove every namespace, bridge, mount and process that runs left behind (also after a
     /// crash). Runs still in progress keep theirs unless `--all`.
@@ -192,7 +195,7 @@ fn real_main() -> Result<ExitCode> {
                 Validity::Unknown => ExitCode::from(2),
             })
         }
-        Command::Suite { profile, seed, common, canary_server } => {
+        Command::Suite { profile, seed, common, canary_server, run_seconds } => {
             let store = common.store()?;
             cleanup(&store, false);
             let s = SuiteOpts {
@@ -202,11 +205,22 @@ fn real_main() -> Result<ExitCode> {
                 server: common.server()?,
                 canary_server: canary_server.map(std::fs::canonicalize).transpose()?,
                 store,
+                run_seconds,
             };
             let runs = rt.block_on(run_suite(&s))?;
             let header =
                 format!("== kungfu-jepsen {profile}  seed={seed}  net={:?}  server={}", s.net, s.server.display());
-            println!("{}", table(&runs, &header));
+            let text = table(&runs, &header);
+            println!("{text}");
+            let stamp = runs
+                .first()
+                .and_then(|r| r.dir.file_name())
+                .map(|n| n.to_string_lossy().chars().take(16).collect::<String>())
+                .unwrap_or_default();
+            let summary = s.store.join("suites").join(format!("{stamp}-{profile}-s{seed}.txt"));
+            std::fs::create_dir_all(s.store.join("suites"))?;
+            std::fs::write(&summary, &text)?;
+            eprintln!("summary written to {}", summary.display());
             Ok(if runs.iter().all(|r| r.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Cleanup { store, all } => {

@@ -19,6 +19,8 @@ pub struct SuiteOpts {
     /// A `kungfud` built with `--features canary`; canary runs need it.
     pub canary_server: Option<PathBuf>,
     pub store: PathBuf,
+    /// Overrides every run's time limit (a shortened soak).
+    pub run_seconds: Option<u64>,
 }
 
 fn base(s: &SuiteOpts, workload: &str, nemeses: &[Kind], secs: u64, nodes: u64, i: u64) -> TestOpts {
@@ -92,7 +94,10 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
 /// Runs every run of the plan, one after another; an infrastructure error fails that run.
 pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
     let mut out = Vec::new();
-    for t in plan(s)? {
+    for mut t in plan(s)? {
+        if let Some(secs) = s.run_seconds {
+            t.time_limit = std::time::Duration::from_secs(secs);
+        }
         eprintln!("== run {} (seed {})", t.name(), t.seed);
         let summary = match run_test(&t).await {
             Ok(r) => r,
