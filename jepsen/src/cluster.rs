@@ -113,6 +113,8 @@ pub struct Cluster {
     pub proxy: Option<crate::proxy::Proxy>,
     /// Netns mode: this run's slot (names and subnet).
     pub slot: u32,
+    /// Ids of nodes removed from the membership (never reused).
+    pub retired: Vec<u64>,
 }
 
 /// Whether process `pid` is alive.
@@ -333,12 +335,104 @@ impl Cluster {
             };
             nodes.insert(id, node);
         }
-        let mut cluster = Cluster { opts, nodes, proxy, slot };
+        let mut cluster = Cluster { opts, nodes, proxy, slot, retired: Vec::new() };
         for id in 1..=n {
             cluster.start_node(id)?;
         }
         cluster.wait_healthy(Duration::from_secs(60)).await?;
         Ok(cluster)
+    }
+
+    /// Adds a fresh node (a new id, never one used before) to the cluster: its namespace, an empty
+    /// data directory, `bootstrap = false`; then, through the leader, adds it as a learner (which
+    /// waits until it caught up) and makes it a voter. Netns mode only. Returns its id.
+    pub async fn add_voter(&mut self) -> Result<u64> {
+        if self.opts.net != NetMode::Netns {
+            bail!("adding nodes is supported in netns mode only");
+        }
+        let id = self.nodes.keys().max().copied().unwrap_or(0).max(self.retired.iter().copied().max().unwrap_or(0)) + 1;
+        let slot = self.slot;
+        let ns = ns_name(slot, id);
+        let veth = format!("kfj{slot}v{id}");
+        ip(&["netns", "add", &ns])?;
+        ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
+        ip(&["link", "set", &veth, "master", &format!("kfjbr{slot}")])?;
+        ip(&["link", "set", &veth, "up"])?;
+        ip(&["-n", &ns, "addr", "add", &format!("{}/24", node_ip(slot, id)), "dev", "eth0"])?;
+        ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        let api: SocketAddr = format!("{}:{API_PORT}", node_ip(slot, id)).parse()?;
+        let raft: SocketAddr = format!("{}:{RAFT_PORT}", node_ip(slot, id)).parse()?;
+        let dir = self.opts.dir.join(format!("n{id}"));
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data)?;
+        let skew_file = dir.join("skew");
+        std::fs::write(&skew_file, "+0\n")?;
+        let config = dir.join("node.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "node_id = {id}\ncluster_id = \"jepsen\"\ndata_dir = \"{}\"\napi_listen = \"{api}\"\nraft_listen = \"{raft}\"\nbootstrap = false\noperator_token = \"{OPERATOR_TOKEN}\"\n{}\n{}\n",
+                data.display(),
+                RAFT_AND_LIMITS,
+                self.opts.settings,
+            ),
+        )?;
+        let node = Node {
+            id,
+            ns: Some(ns),
+            api,
+            raft,
+            config,
+            data,
+            log: dir.join("server.log"),
+            skew_file,
+            child: None,
+            paused: false,
+            loop_dev: None,
+        };
+        self.nodes.insert(id, node);
+        self.start_node(id)?;
+        let leader = self.leader().await.ok_or_else(|| anyhow!("no leader to add node {id} through"))?;
+        let options =
+            ClientOptions { max_retries: 3, call_timeout: Duration::from_secs(30), ..ClientOptions::default() };
+        let admin = Client::connect(vec![self.endpoint(leader)], Some(OPERATOR_TOKEN.into()), options).await?;
+        admin
+            .add_learner(pb::AddLearnerRequest { node_id: id, raft_addr: raft.to_string(), api_addr: api.to_string() })
+            .await?;
+        let mut voters: Vec<u64> = self.voters().await;
+        voters.push(id);
+        admin.change_membership(pb::ChangeMembershipRequest { voters, retain_learners: false }).await?;
+        Ok(id)
+    }
+
+    /// Removes voter `id` from the membership through the leader, then stops it and forgets it (its
+    /// id is retired for good).
+    pub async fn remove_voter(&mut self, id: u64) -> Result<()> {
+        let leader = self.leader().await.ok_or_else(|| anyhow!("no leader to remove node {id} through"))?;
+        let options =
+            ClientOptions { max_retries: 3, call_timeout: Duration::from_secs(30), ..ClientOptions::default() };
+        let admin = Client::connect(vec![self.endpoint(leader)], Some(OPERATOR_TOKEN.into()), options).await?;
+        let voters: Vec<u64> = self.voters().await.into_iter().filter(|v| *v != id).collect();
+        admin.change_membership(pb::ChangeMembershipRequest { voters, retain_learners: false }).await?;
+        self.kill(id)?;
+        if let Some(ns) = self.nodes.get(&id).and_then(|n| n.ns.clone()) {
+            let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+        }
+        self.nodes.remove(&id);
+        self.retired.push(id);
+        Ok(())
+    }
+
+    /// The voters in the leader's view of the membership.
+    pub async fn voters(&self) -> Vec<u64> {
+        let all = self.statuses().await;
+        let leader = self.leader().await;
+        all.iter()
+            .find(|s| Some(s.node_id) == leader)
+            .and_then(|s| s.membership.as_ref())
+            .map(|m| m.voters.iter().map(|v| v.node_id).collect())
+            .unwrap_or_else(|| self.ids())
     }
 
     /// Starts (or restarts) node `id`'s process.
@@ -560,7 +654,8 @@ impl Cluster {
             }
         }
         if self.opts.net == NetMode::Netns {
-            teardown_netns(self.slot, self.opts.nodes);
+            let highest = self.nodes.keys().chain(self.retired.iter()).copied().max().unwrap_or(self.opts.nodes);
+            teardown_netns(self.slot, highest);
             let _ = std::fs::remove_file(Path::new(SLOTS).join(self.slot.to_string()));
         }
     }

@@ -40,7 +40,8 @@ pub enum Kind {
     DiskFull,
     /// Make fsync and fdatasync fail on one node (libfiu), stop at heal.
     Fsync,
-    /// Remove a voter and add it back as a fresh node (long profile).
+    /// Replace a voter (not the leader) by a fresh node: remove it, add a new node as a learner
+    /// and promote it (netns mode; long profile).
     Membership,
 }
 
@@ -109,6 +110,8 @@ pub enum Active {
     Skewed(Vec<u64>),
     DiskFull(u64),
     Fsync(u64),
+    /// A voter was replaced by a fresh one; nothing to heal (the membership stays changed).
+    Replaced,
 }
 
 /// Starts a fault of `kind`; returns what to heal and a JSON description for the history.
@@ -186,7 +189,15 @@ pub async fn start(
             cluster.fsync_faults(random, true)?;
             (Active::Fsync(random), json!({"fsync_failing": random}))
         }
-        Kind::Membership => bail!("the membership nemesis runs only in the long profile (not implemented yet)"),
+        Kind::Membership => {
+            // Replace a voter that is not the leader: remove it from the membership (its id is
+            // retired), then add a fresh node as a learner and promote it (joint consensus).
+            let candidates: Vec<u64> = ids.iter().copied().filter(|i| Some(*i) != leader).collect();
+            let victim = *candidates.choose(rng).unwrap_or(&random);
+            cluster.remove_voter(victim).await?;
+            let added = cluster.add_voter().await?;
+            (Active::Replaced, json!({"removed": victim, "added": added}))
+        }
     })
 }
 
@@ -219,6 +230,7 @@ pub fn heal(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value>
             cluster.free_disk(*id)?;
             json!({"freed": id})
         }
+        Active::Replaced => json!({}),
         Active::Fsync(id) => {
             // The node may have stopped itself on the failed fsync (as it must): restart it.
             if cluster.fsync_faults(*id, false).is_err() {

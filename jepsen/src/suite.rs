@@ -76,6 +76,7 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
                 &[Clock],
                 &[DiskFull, Fsync],
                 &[PartitionHalves, KillLeader, Pause, Clock],
+                &[Membership, Kill],
             ];
             for w in ["admission", "deadlines", "replay", "facts", "seq", "turn"] {
                 for g in groups {

@@ -202,7 +202,10 @@ impl Admission {
             pool.creating += 1;
             return Choice::Create;
         }
-        let read = p.rng.random_range(0..100) < READ_PERCENT || active.is_empty();
+        let read = p.rng.random_range(0..100) < READ_PERCENT;
+        if !read && active.is_empty() {
+            return Choice::Idle; // waiting for a new Task
+        }
         if read {
             let recent: Vec<usize> = (0..pool.tasks.len())
                 .rev()
