@@ -291,12 +291,18 @@ impl Cluster {
         for id in 1..=n {
             let (api, raft) = addrs[&id];
             let dir = opts.dir.join(format!("n{id}"));
-            let data = dir.join("data");
-            std::fs::create_dir_all(&data)?;
-            let loop_dev = match opts.disk_mib {
-                Some(mib) => Some(mount_loop(&dir.join("disk.img"), &data, mib)?),
-                None => None,
+            // With a disk nemesis the data directory lives on its own small filesystem (inside
+            // it: a fresh ext4's root holds `lost+found`, and a data directory must start empty).
+            let (data, loop_dev) = match opts.disk_mib {
+                Some(mib) => {
+                    let mount = dir.join("disk");
+                    std::fs::create_dir_all(&mount)?;
+                    let dev = mount_loop(&dir.join("disk.img"), &mount, mib)?;
+                    (mount.join("data"), Some(dev))
+                }
+                None => (dir.join("data"), None),
             };
+            std::fs::create_dir_all(&data)?;
             let skew_file = dir.join("skew");
             std::fs::write(&skew_file, "+0\n")?;
             let mut peers = String::new();
@@ -605,6 +611,23 @@ impl Cluster {
         }
     }
 
+    /// Restarts every node that stopped its raft on a storage error (a full disk, a failed fsync:
+    /// the node fences itself rather than acknowledge what it could not persist, and waits for an
+    /// operator), as a supervisor would. Returns the restarted ids.
+    pub async fn restart_fenced(&mut self) -> Result<Vec<u64>> {
+        let mut fenced = Vec::new();
+        for s in self.statuses().await {
+            if !s.fatal_error.is_empty() || s.role == pb::RaftRole::Shutdown as i32 {
+                fenced.push(s.node_id);
+            }
+        }
+        for id in &fenced {
+            self.kill(*id)?;
+            self.start_node(*id)?;
+        }
+        Ok(fenced)
+    }
+
     /// Every node's log text (for the always-on crash check).
     pub fn logs(&self) -> BTreeMap<u64, String> {
         self.nodes.iter().map(|(id, n)| (*id, std::fs::read_to_string(&n.log).unwrap_or_default())).collect()
@@ -619,7 +642,7 @@ impl Cluster {
         let out = Command::new("df").args(["--output=avail", "-B1"]).arg(&node.data).output()?;
         let avail =
             String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("0").trim().parse::<u64>().unwrap_or(0);
-        run(Command::new("fallocate").args(["-l", &avail.max(4096).to_string()]).arg(node.data.join(".balloon")))
+        run(Command::new("fallocate").args(["-l", &avail.max(4096).to_string()]).arg(balloon(&node.data)))
             .or_else(|_| Ok::<(), anyhow::Error>(()))?;
         Ok(())
     }
@@ -627,7 +650,7 @@ impl Cluster {
     /// Removes the balloon.
     pub fn free_disk(&self, id: u64) -> Result<()> {
         let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
-        let _ = std::fs::remove_file(node.data.join(".balloon"));
+        let _ = std::fs::remove_file(balloon(&node.data));
         Ok(())
     }
 
@@ -649,7 +672,7 @@ impl Cluster {
         }
         for node in self.nodes.values_mut() {
             if let Some(dev) = node.loop_dev.take() {
-                let _ = Command::new("umount").arg("-l").arg(&node.data).status();
+                let _ = Command::new("umount").arg("-l").arg(node.data.parent().unwrap_or(&node.data)).status();
                 let _ = Command::new("losetup").args(["-d", &dev]).status();
             }
         }
@@ -670,6 +693,11 @@ impl Drop for Cluster {
 /// The raft timings and limits of harness clusters: fast elections, no rate limits (the harness
 /// measures safety, not admission control), one-second windows allowed.
 const RAFT_AND_LIMITS: &str = "[raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000\n\n[rate_limits]\nwrites_per_second_per_agent = 0\nreads_per_second_per_agent = 0\nregistrations_per_minute_per_ip = 0\n\n[api]\nwrite_timeout_ms = 3000\n";
+
+/// The file that fills a node's filesystem: beside its data directory, on the same mount.
+fn balloon(data: &Path) -> PathBuf {
+    data.parent().unwrap_or(data).join(".balloon")
+}
 
 fn signal(pid: u32, sig: &str) -> Result<()> {
     run(Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()))

@@ -201,8 +201,20 @@ pub async fn start(
     })
 }
 
-/// Heals one fault.
-pub fn heal(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value> {
+/// Heals one fault. After a disk fault, a node that fenced itself (it stops its raft rather than
+/// acknowledge what it could not persist) is restarted, as its supervisor would.
+pub async fn heal(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value> {
+    let mut v = heal_now(cluster, active)?;
+    if matches!(active, Active::DiskFull(_) | Active::Fsync(_)) {
+        let restarted = cluster.restart_fenced().await?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("restarted_fenced".into(), json!(restarted));
+        }
+    }
+    Ok(v)
+}
+
+fn heal_now(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value> {
     Ok(match active {
         Active::Partition(cut) => {
             heal_partitions(cluster)?;
@@ -232,9 +244,10 @@ pub fn heal(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value>
         }
         Active::Replaced => json!({}),
         Active::Fsync(id) => {
-            // The node may have stopped itself on the failed fsync (as it must): restart it.
             if cluster.fsync_faults(*id, false).is_err() {
+                // The process is gone: start it again.
                 cluster.kill(*id)?;
+                cluster.start_node(*id)?;
             }
             json!({"fsync_ok": id})
         }
@@ -280,7 +293,7 @@ pub fn heal_partitions(cluster: &Cluster) -> Result<()> {
 }
 
 /// Heals everything a run may have left in force (the final heal).
-pub fn heal_all(cluster: &mut Cluster) -> Result<()> {
+pub async fn heal_all(cluster: &mut Cluster) -> Result<()> {
     heal_partitions(cluster)?;
     for id in cluster.ids() {
         cluster.resume(id)?;
@@ -292,6 +305,11 @@ pub fn heal_all(cluster: &mut Cluster) -> Result<()> {
         if !cluster.nodes[&id].running() {
             cluster.start_node(id)?;
         }
+    }
+    if cluster.opts.fiu || cluster.opts.disk_mib.is_some() {
+        // Give freed nodes a moment to report, then restart any that fenced itself.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        cluster.restart_fenced().await?;
     }
     Ok(())
 }

@@ -96,7 +96,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
         net: opts.net,
         faketime: opts.nemeses.iter().any(|k| k.needs_faketime()),
         fiu: opts.nemeses.iter().any(|k| k.needs_fiu()),
-        disk_mib: opts.nemeses.iter().any(|k| k.needs_disk()).then_some(64),
+        disk_mib: opts.nemeses.iter().any(|k| k.needs_disk()).then_some(512),
         settings: String::new(),
         env: env_vars,
     };
@@ -180,7 +180,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
                         tokio::time::sleep(Duration::from_millis(h)).await;
                         let healed = {
                             let mut c = cluster.lock().await;
-                            nemesis::heal(&mut c, &active)
+                            nemesis::heal(&mut c, &active).await
                         };
                         let v = healed.unwrap_or_else(|e| json!({ "error": e.to_string() }));
                         rec.nemesis(&format!("stop-{}", kind.name()), v.clone());
@@ -209,7 +209,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
     // Heal, recover, converge.
     {
         let mut c = cluster.lock().await;
-        nemesis::heal_all(&mut c)?;
+        nemesis::heal_all(&mut c).await?;
     }
     rec.nemesis("heal-all", json!({}));
     nemesis_log.push_str(&format!("{:>8.3}s heal all\n", rec.now() as f64 / 1e9));
