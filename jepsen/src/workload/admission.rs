@@ -59,7 +59,7 @@ const READ_RECENT: usize = 4;
 /// How many passes a read makes at most before it gives up (two consecutive ones must agree).
 const MAX_COLLECTS: usize = 5;
 /// How long populating a Task created during the run may take.
-const POPULATE_TIMEOUT: Duration = Duration::from_secs(8);
+const POPULATE_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long after a failed creation the next one waits (ns).
 const CREATE_BACKOFF_NS: u64 = 1_000_000_000;
 

@@ -341,10 +341,8 @@ impl Deadlines {
         let next = if r < 85 {
             Self::plan(p, Action::Take, now)
         } else if r < 95 {
-            {
-                let at = now + p.rng.random_range(0..1000) * MS;
-                Self::plan(p, Action::Void, at)
-            }
+            let at = now + p.rng.random_range(0..1000) * MS;
+            Self::plan(p, Action::Void, at)
         } else {
             None // left open: no obligation, nothing to watch
         };
@@ -366,6 +364,12 @@ impl Deadlines {
     async fn act(&self, env: &Env, p: &mut Proc, slot: usize, worker: &Client, lead: &Client, mut a: Asg, n: Planned) {
         let asg = a.id.clone();
         let ends = n.action.ends(&asg);
+        // A request sent again may be answered with the first attempt's success (L3) whenever it
+        // arrives; only before the due is that success in time, so a late one is not sent.
+        if n.tries > 0 && ends.is_some() && !a.due.is_some_and(|due| env.rec.now() < due) {
+            self.put(slot, a);
+            return;
+        }
         let mut value = json!({ "assignment": asg });
         if let Some(e) = &ends {
             value["ends"] = json!(e);
