@@ -204,9 +204,20 @@ pub fn cleanup(store: &Path, all: bool) -> Vec<String> {
             done.push(format!("deleted namespace {name}"));
         }
     }
-    if let Ok(out) = Command::new("ip").args(["-o", "link", "show", "type", "bridge"]).output() {
+    if let Ok(out) = Command::new("ip").args(["-o", "link", "show"]).output() {
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let name = line.split(':').nth(1).map(str::trim).unwrap_or("");
+            let name = name.split('@').next().unwrap_or(name);
+            // A root-side veth `kfj<s>v<i>` whose namespace is gone.
+            if let Some(slot) =
+                name.strip_prefix("kfj").and_then(|r| r.split('v').next()).and_then(|d| d.parse::<u32>().ok())
+            {
+                if !live_slot(slot) {
+                    let _ = Command::new("ip").args(["link", "del", name]).status();
+                    done.push(format!("deleted link {name}"));
+                }
+                continue;
+            }
             let Some(slot) = slot_of(name, "kfjbr") else { continue };
             if live_slot(slot) {
                 continue;
@@ -741,6 +752,11 @@ fn setup_netns(slot: u32, n: u64) -> Result<()> {
 }
 
 fn teardown_netns(slot: u32, n: u64) {
+    // The root-side veths first: deleting a namespace removes its end of the pair, but the kernel
+    // may take a moment to drop the other end, and the next run of this slot reuses its name.
+    for i in 1..=n.max(9) {
+        let _ = Command::new("ip").args(["link", "del", &format!("kfj{slot}v{i}")]).stderr(Stdio::null()).status();
+    }
     for i in 1..=n.max(9) {
         let _ = Command::new("ip").args(["netns", "del", &ns_name(slot, i)]).stderr(Stdio::null()).status();
     }
