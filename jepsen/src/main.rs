@@ -50,6 +50,9 @@ enum Command {
         canary: Option<String>,
         #[arg(long, default_value_t = 2)]
         max_skew_secs: i64,
+        /// Keep the nodes' data directories even when the run passes.
+        #[arg(long)]
+        keep_data: bool,
     },
     /// Re-check a saved history offline.
     Check {
@@ -74,6 +77,9 @@ enum Command {
         /// Run every run of the profile for this many seconds instead (a shortened soak).
         #[arg(long)]
         run_seconds: Option<u64>,
+        /// Only the runs of these workloads (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// Remove every namespace, bridge, mount and process that runs left behind (also after a
     /// crash). Runs still in progress keep theirs unless `--all`.
@@ -153,6 +159,7 @@ fn real_main() -> Result<ExitCode> {
             common,
             canary,
             max_skew_secs,
+            keep_data,
         } => {
             let nemeses = nemesis.split(',').filter(|s| !s.is_empty()).map(Kind::parse).collect::<Result<Vec<_>>>()?;
             let store = common.store()?;
@@ -173,6 +180,7 @@ fn real_main() -> Result<ExitCode> {
                 max_skew_secs,
                 hold_ms: 3000,
                 rest_ms: 3000,
+                keep_data,
             };
             let r = rt.block_on(run_test(&opts))?;
             println!(
@@ -195,7 +203,7 @@ fn real_main() -> Result<ExitCode> {
                 Validity::Unknown => ExitCode::from(2),
             })
         }
-        Command::Suite { profile, seed, common, canary_server, run_seconds } => {
+        Command::Suite { profile, seed, common, canary_server, run_seconds, only } => {
             let store = common.store()?;
             cleanup(&store, false);
             let s = SuiteOpts {
@@ -206,6 +214,7 @@ fn real_main() -> Result<ExitCode> {
                 canary_server: canary_server.map(std::fs::canonicalize).transpose()?,
                 store,
                 run_seconds,
+                only,
             };
             let runs = rt.block_on(run_suite(&s))?;
             let header =

@@ -44,6 +44,9 @@ pub struct TestOpts {
     /// How long a fault is held, and how long the cluster rests between faults (jittered).
     pub hold_ms: u64,
     pub rest_ms: u64,
+    /// Keep the nodes' data directories of a run that reached its expected verdict (a failing
+    /// run always keeps them). RocksDB preallocates its logs: a node's data is hundreds of MiB.
+    pub keep_data: bool,
 }
 
 /// The outcome of one run: one row of the summary table.
@@ -266,6 +269,17 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
         "faults": faults,
     });
     std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+    if valid == opts.expect && !opts.keep_data {
+        // Logs, configs, the history and the results stay; the bulky node data goes.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for node in entries.flatten().filter(|e| e.path().is_dir()) {
+                for bulky in ["data", "disk", "disk.img"] {
+                    let p = node.path().join(bulky);
+                    let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                }
+            }
+        }
+    }
     Ok(RunSummary {
         name: opts.name(),
         seed: opts.seed,

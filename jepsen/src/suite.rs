@@ -21,6 +21,8 @@ pub struct SuiteOpts {
     pub store: PathBuf,
     /// Overrides every run's time limit (a shortened soak).
     pub run_seconds: Option<u64>,
+    /// Only the runs of these workloads (all when empty).
+    pub only: Vec<String>,
 }
 
 fn base(s: &SuiteOpts, workload: &str, nemeses: &[Kind], secs: u64, nodes: u64, i: u64) -> TestOpts {
@@ -40,6 +42,7 @@ fn base(s: &SuiteOpts, workload: &str, nemeses: &[Kind], secs: u64, nodes: u64, 
         max_skew_secs: 2,
         hold_ms: 3000,
         rest_ms: 3000,
+        keep_data: false,
     }
 }
 
@@ -95,7 +98,7 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
 /// Runs every run of the plan, one after another; an infrastructure error fails that run.
 pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
     let mut out = Vec::new();
-    for mut t in plan(s)? {
+    for mut t in plan(s)?.into_iter().filter(|t| s.only.is_empty() || s.only.contains(&t.workload)) {
         if let Some(secs) = s.run_seconds {
             t.time_limit = std::time::Duration::from_secs(secs);
         }

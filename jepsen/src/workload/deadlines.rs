@@ -532,23 +532,9 @@ impl Workload for Deadlines {
     fn setup<'a>(&'a mut self, env: &'a Env, processes: usize) -> BoxFuture<'a, Result<()>> {
         async move {
             let (_, lead) = register(env).await?;
-            let lead_c = env.setup.with_key(lead.clone());
             for i in 0..processes.max(1) {
-                let t = lead_c
-                    .create_thread(
-                        pb::CreateThreadRequest {
-                            subject: kungfu_client::text(&format!("deadlines {i}")),
-                            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-                            ..Default::default()
-                        },
-                        None,
-                    )
-                    .await?;
-                let secret = t.value.grant_secret.clone();
-                let thread = match t.value.receipt.and_then(|r| r.result) {
-                    Some(pb::receipt::Result::ThreadCreated(c)) => c.thread,
-                    other => anyhow::bail!("thread creation answered {other:?}"),
-                };
+                let (thread_id, secret) = super::open_thread(env, &lead, &format!("deadlines {i}")).await?;
+                let thread = thread_id;
                 let (worker, key) = register(env).await?;
                 env.setup
                     .with_key(key.clone())

@@ -31,22 +31,8 @@ impl Workload for Facts {
     fn setup<'a>(&'a mut self, env: &'a Env, processes: usize) -> BoxFuture<'a, Result<()>> {
         async move {
             let (_, lead) = register(env).await?;
-            let lead_c = env.setup.with_key(lead.clone());
-            let t = lead_c
-                .create_thread(
-                    pb::CreateThreadRequest {
-                        subject: kungfu_client::text("facts"),
-                        grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-                        ..Default::default()
-                    },
-                    None,
-                )
-                .await?;
-            let secret = t.value.grant_secret.clone();
-            self.thread = match t.value.receipt.and_then(|r| r.result) {
-                Some(pb::receipt::Result::ThreadCreated(c)) => c.thread,
-                other => anyhow::bail!("thread creation answered {other:?}"),
-            };
+            let (thread_id, secret) = super::open_thread(env, &lead, "facts").await?;
+            self.thread = thread_id;
             for _ in 0..processes.max(1) {
                 let (_, key) = register(env).await?;
                 env.setup

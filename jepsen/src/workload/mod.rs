@@ -149,6 +149,31 @@ pub async fn thread_entries(reader: &Client, thread: &str) -> Result<Vec<(u64, S
     Ok(out)
 }
 
+/// Creates a thread as `lead` (setup client, with retries) whose live grant admits speakers;
+/// returns (thread id, grant secret).
+pub async fn open_thread(env: &Env, lead: &str, subject: &str) -> Result<(String, String)> {
+    let t = env
+        .setup
+        .with_key(lead.to_string())
+        .create_thread(
+            kungfu_client::pb::CreateThreadRequest {
+                subject: kungfu_client::text(subject),
+                grant: Some(kungfu_client::pb::GrantSpec { role: kungfu_client::pb::Role::Speaker as i32 }),
+                ..Default::default()
+            },
+            None,
+        )
+        .await?;
+    let secret = t.value.grant_secret.clone();
+    if secret.is_empty() {
+        anyhow::bail!("the thread's grant secret was lost to a retried creation; run again");
+    }
+    match t.value.receipt.and_then(|r| r.result) {
+        Some(kungfu_client::pb::receipt::Result::ThreadCreated(c)) => Ok((c.thread, secret)),
+        other => anyhow::bail!("thread creation answered {other:?}"),
+    }
+}
+
 /// Registers an agent through the setup client; returns (id, key).
 pub async fn register(env: &Env) -> Result<(String, String)> {
     let r = env.setup.register(None).await?;

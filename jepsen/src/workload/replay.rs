@@ -69,22 +69,8 @@ impl Workload for Replay {
     fn setup<'a>(&'a mut self, env: &'a Env, processes: usize) -> BoxFuture<'a, Result<()>> {
         async move {
             let (_, lead) = register(env).await?;
-            let lead_c = env.setup.with_key(lead.clone());
-            let t = lead_c
-                .create_thread(
-                    pb::CreateThreadRequest {
-                        subject: kungfu_client::text("replay"),
-                        grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-                        ..Default::default()
-                    },
-                    None,
-                )
-                .await?;
-            let secret = t.value.grant_secret.clone();
-            self.thread = match t.value.receipt.and_then(|r| r.result) {
-                Some(pb::receipt::Result::ThreadCreated(c)) => c.thread,
-                other => anyhow::bail!("thread creation answered {other:?}"),
-            };
+            let (thread_id, secret) = super::open_thread(env, &lead, "replay").await?;
+            self.thread = thread_id;
             // Processes are bound to nodes round-robin; process slot `s` acts as agent
             // `s % agents`, so with more processes than nodes each agent is used through several
             // nodes and its resends may reach another node than the first attempt.

@@ -93,24 +93,11 @@ impl Workload for Seq {
     fn setup<'a>(&'a mut self, env: &'a Env, processes: usize) -> BoxFuture<'a, Result<()>> {
         async move {
             let (_, lead) = register(env).await?;
-            let lead_c = env.setup.with_key(lead.clone());
             let mut secrets = Vec::new();
             for i in 0..THREADS {
-                let t = lead_c
-                    .create_thread(
-                        pb::CreateThreadRequest {
-                            subject: kungfu_client::text(&format!("seq {i}")),
-                            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-                            ..Default::default()
-                        },
-                        None,
-                    )
-                    .await?;
-                secrets.push(t.value.grant_secret.clone());
-                self.threads.push(match t.value.receipt.and_then(|r| r.result) {
-                    Some(pb::receipt::Result::ThreadCreated(c)) => c.thread,
-                    other => anyhow::bail!("thread creation answered {other:?}"),
-                });
+                let (thread, secret) = super::open_thread(env, &lead, &format!("seq {i}")).await?;
+                secrets.push(secret);
+                self.threads.push(thread);
             }
             for _ in 0..processes.max(1) {
                 let (id, key) = register(env).await?;

@@ -45,26 +45,12 @@ impl Workload for Turn {
     fn setup<'a>(&'a mut self, env: &'a Env, processes: usize) -> BoxFuture<'a, Result<()>> {
         async move {
             let (_, lead) = register(env).await?;
-            let lead_c = env.setup.with_key(lead.clone());
             for _ in 0..processes.max(2) {
                 self.agents.push(register(env).await?);
             }
             for _ in 0..THREADS {
-                let t = lead_c
-                    .create_thread(
-                        pb::CreateThreadRequest {
-                            subject: kungfu_client::text("turn"),
-                            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-                            ..Default::default()
-                        },
-                        None,
-                    )
-                    .await?;
-                let secret = t.value.grant_secret.clone();
-                let thread = match t.value.receipt.and_then(|r| r.result) {
-                    Some(pb::receipt::Result::ThreadCreated(c)) => c.thread,
-                    other => anyhow::bail!("thread creation answered {other:?}"),
-                };
+                let (thread_id, secret) = super::open_thread(env, &lead, "turn").await?;
+                let thread = thread_id;
                 for (_, key) in &self.agents {
                     env.setup
                         .with_key(key.clone())
