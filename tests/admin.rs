@@ -277,7 +277,19 @@ async fn status_needs_the_token_agrees_everywhere_and_leader_calls_move_leadersh
 
     // TransferLeader: every node comes to see the chosen follower as leader, in a later term.
     let to = follower;
-    let moved = lc.clone().transfer_leader(op(pb::TransferLeaderRequest { to })).await.expect("transfer").into_inner();
+    // An indeterminate answer (UNAVAILABLE, definite = false: "send it again") is retried, as the
+    // API asks; the transfer must succeed within the bound.
+    let moved = match lc.clone().transfer_leader(op(pb::TransferLeaderRequest { to })).await {
+        Ok(m) => m.into_inner(),
+        Err(s) if code(&s) == "UNAVAILABLE" => {
+            // Not confirmed within the call: the transfer may still complete. It must, within the
+            // bound; then the new leader's own status says what the answer would have said.
+            statuses_until(&addrs, "the transfer completes", |a| agreed_leader(a) == Some(to), logs).await;
+            let s = status(api_of[&to]).await.expect("status of the new leader");
+            pb::TransferLeaderResponse { leader_id: to, leader_api_addr: s.leader_api_addr, term: s.term }
+        }
+        Err(s) => panic!("transfer: {s:?}\n{}", logs()),
+    };
     assert_eq!(moved.leader_id, to);
     assert_eq!(moved.leader_api_addr, api_of[&to].to_string());
     assert!(moved.term > all[0].term, "a new term: {} after {}", moved.term, all[0].term);

@@ -64,7 +64,19 @@ impl Cluster {
     async fn start(&mut self, id: NodeId, mode: OpenMode) {
         let dir = self.dirs.entry(id).or_insert_with(|| TempDir::new().expect("tempdir"));
         let listen = self.addrs.get(&id).copied().unwrap_or_else(|| "127.0.0.1:0".parse().expect("addr"));
-        let node = RaftNode::start(config(id, dir, listen, &self.tuning, mode)).await.expect("start node");
+        // A node stopped in this process releases its RocksDB locks when the last of its
+        // background tasks drops the stores, which can trail `shutdown` on a loaded machine: a
+        // restart waits for the lock (bounded), as a new process would wait for the old to exit.
+        let started = std::time::Instant::now();
+        let node = loop {
+            match RaftNode::start(config(id, dir, listen, &self.tuning, mode)).await {
+                Ok(node) => break node,
+                Err(e) if e.to_string().contains("lock") && started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("start node: {e:?}"),
+            }
+        };
         self.addrs.insert(id, node.addr);
         self.nodes.insert(id, node);
     }
