@@ -410,10 +410,7 @@ impl Cluster {
         };
         self.nodes.insert(id, node);
         self.start_node(id)?;
-        let leader = self.leader().await.ok_or_else(|| anyhow!("no leader to add node {id} through"))?;
-        let options =
-            ClientOptions { max_retries: 3, call_timeout: Duration::from_secs(30), ..ClientOptions::default() };
-        let admin = Client::connect(vec![self.endpoint(leader)], Some(OPERATOR_TOKEN.into()), options).await?;
+        let admin = self.leader_admin().await?;
         admin
             .add_learner(pb::AddLearnerRequest { node_id: id, raft_addr: raft.to_string(), api_addr: api.to_string() })
             .await?;
@@ -426,10 +423,7 @@ impl Cluster {
     /// Removes voter `id` from the membership through the leader, then stops it and forgets it (its
     /// id is retired for good).
     pub async fn remove_voter(&mut self, id: u64) -> Result<()> {
-        let leader = self.leader().await.ok_or_else(|| anyhow!("no leader to remove node {id} through"))?;
-        let options =
-            ClientOptions { max_retries: 3, call_timeout: Duration::from_secs(30), ..ClientOptions::default() };
-        let admin = Client::connect(vec![self.endpoint(leader)], Some(OPERATOR_TOKEN.into()), options).await?;
+        let admin = self.leader_admin().await?;
         let voters: Vec<u64> = self.voters().await.into_iter().filter(|v| *v != id).collect();
         admin.change_membership(pb::ChangeMembershipRequest { voters, retain_learners: false }).await?;
         self.kill(id)?;
@@ -439,6 +433,14 @@ impl Cluster {
         self.nodes.remove(&id);
         self.retired.push(id);
         Ok(())
+    }
+
+    /// An operator client of the current leader for membership calls (they wait on replication).
+    async fn leader_admin(&self) -> Result<Client> {
+        let leader = self.leader().await.ok_or_else(|| anyhow!("no leader for a membership change"))?;
+        let options =
+            ClientOptions { max_retries: 3, call_timeout: Duration::from_secs(30), ..ClientOptions::default() };
+        Ok(Client::connect(vec![self.endpoint(leader)], Some(OPERATOR_TOKEN.into()), options).await?)
     }
 
     /// The voters in the leader's view of the membership.

@@ -39,27 +39,6 @@ cases! {
 // ---------------------------------------------------------------------------------------------
 // Helpers of this file.
 
-/// The code of a definite rejection, or None for a success.
-fn code_of<T: std::fmt::Debug>(r: &Result<T, Error>) -> Option<Code> {
-    match r {
-        Ok(_) => None,
-        Err(Error::Rejected(rej)) => {
-            assert!(rej.definite, "a rejection must be definite: {rej:?}");
-            Some(rej.code)
-        }
-        Err(e) => panic!("expected a success or a definite rejection, got {e}"),
-    }
-}
-
-/// The thread's summary as `reader` (a member) sees it.
-async fn thread_summary(reader: &Agent, thread: &str) -> pb::ThreadSummary {
-    let ws = reader.working_set(thread).await.expect("read the thread's working set");
-    match ws.summary {
-        Some(pb::working_set::Summary::Thread(t)) => t,
-        other => panic!("expected a thread summary, got {other:?}"),
-    }
-}
-
 /// The Task's summary as `reader` sees it.
 async fn task_summary(reader: &Agent, task: &str) -> pb::TaskSummary {
     let ws = reader.working_set(task).await.expect("read the task's working set");
@@ -96,13 +75,6 @@ fn delivered_output(a: &pb::Assignment) -> Option<Vec<u8>> {
     match &a.state {
         Some(pb::assignment::State::Delivered(d)) => d.output.as_ref().map(|c| c.body.clone()),
         Some(pb::assignment::State::Ended(e)) => e.delivered.as_ref().map(|c| c.body.clone()),
-        _ => None,
-    }
-}
-
-fn judgment_due(a: &pb::Assignment) -> Option<i64> {
-    match &a.state {
-        Some(pb::assignment::State::Delivered(d)) => Some(d.judgment_due_unix_micros),
         _ => None,
     }
 }

@@ -49,34 +49,11 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-/// The code of a definite rejection, or None for a success.
-fn code_of<T: std::fmt::Debug>(r: &Result<T, Error>) -> Option<Code> {
-    match r {
-        Ok(_) => None,
-        Err(Error::Rejected(rej)) => {
-            assert!(rej.definite, "a rejection must be definite: {rej:?}");
-            Some(rej.code)
-        }
-        Err(e) => panic!("expected a success or a definite rejection, got {e}"),
-    }
-}
-
-async fn thread_summary(reader: &Agent, thread: &str) -> pb::ThreadSummary {
-    match reader.working_set(thread).await.expect("read the thread").summary {
-        Some(pb::working_set::Summary::Thread(t)) => t,
-        other => panic!("expected a thread summary, got {other:?}"),
-    }
-}
-
 async fn agent_summary(a: &Agent) -> pb::AgentSummary {
     match a.working_set(&a.id).await.expect("read own working set").summary {
         Some(pb::working_set::Summary::Agent(s)) => s,
         other => panic!("expected an agent summary, got {other:?}"),
     }
-}
-
-fn member_ids(t: &pb::ThreadSummary) -> Vec<String> {
-    sorted(t.members.iter().map(|m| m.agent.clone()).collect())
 }
 
 async fn response_how(reader: &Agent, thread: &str, entry: u64, responder: &str) -> Option<pb::response_ending::How> {
@@ -99,13 +76,6 @@ async fn take_and_deliver(a: &Agent, task: &str, output: &str) -> pb::Engagement
         .await
         .expect("take and deliver");
     outcome!(w.value.receipt, EngagementDelivered)
-}
-
-fn judgment_due(a: &pb::Assignment) -> Option<i64> {
-    match &a.state {
-        Some(pb::assignment::State::Delivered(d)) => Some(d.judgment_due_unix_micros),
-        _ => None,
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

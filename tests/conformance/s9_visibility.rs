@@ -125,20 +125,6 @@ fn engagement_req(e: &str) -> pb::GetEngagementRequest {
     pb::GetEngagementRequest { engagement: e.into() }
 }
 
-/// The thread summary of a member's working set.
-async fn thread_summary(a: &Agent, thread: &str) -> pb::ThreadSummary {
-    match a.working_set(thread).await.expect("a member reads the thread's working set").summary {
-        Some(pb::working_set::Summary::Thread(t)) => t,
-        other => panic!("expected a thread summary, got {other:?}"),
-    }
-}
-
-fn member_ids(t: &pb::ThreadSummary) -> Vec<String> {
-    let mut v: Vec<String> = t.members.iter().map(|m| m.agent.clone()).collect();
-    v.sort();
-    v
-}
-
 fn sorted(ids: &[&Agent]) -> Vec<String> {
     let mut v: Vec<String> = ids.iter().map(|a| a.id.clone()).collect();
     v.sort();

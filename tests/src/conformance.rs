@@ -282,6 +282,41 @@ pub fn refused<T: std::fmt::Debug>(r: Result<T, Error>, code: Code) -> Rejection
     rej
 }
 
+/// The code of a definite rejection, or None for a success.
+pub fn code_of<T: std::fmt::Debug>(r: &Result<T, Error>) -> Option<Code> {
+    match r {
+        Ok(_) => None,
+        Err(Error::Rejected(rej)) => {
+            assert!(rej.definite, "a rejection must be definite: {rej:?}");
+            Some(rej.code)
+        }
+        Err(e) => panic!("expected a success or a definite rejection, got {e}"),
+    }
+}
+
+/// The thread's summary as `reader` (a member) sees it in its working set.
+pub async fn thread_summary(reader: &Agent, thread: &str) -> pb::ThreadSummary {
+    match reader.working_set(thread).await.expect("a member reads the thread's working set").summary {
+        Some(pb::working_set::Summary::Thread(t)) => t,
+        other => panic!("expected a thread summary, got {other:?}"),
+    }
+}
+
+/// The current members' ids, sorted.
+pub fn member_ids(t: &pb::ThreadSummary) -> Vec<String> {
+    let mut v: Vec<String> = t.members.iter().map(|m| m.agent.clone()).collect();
+    v.sort();
+    v
+}
+
+/// The judgment deadline of a delivered assignment.
+pub fn judgment_due(a: &pb::Assignment) -> Option<i64> {
+    match &a.state {
+        Some(pb::assignment::State::Delivered(d)) => Some(d.judgment_due_unix_micros),
+        _ => None,
+    }
+}
+
 /// Microseconds since the Unix epoch on this machine's clock.
 pub fn now_micros() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
