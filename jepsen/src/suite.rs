@@ -46,6 +46,14 @@ fn base(s: &SuiteOpts, workload: &str, nemeses: &[Kind], secs: u64, nodes: u64, 
     }
 }
 
+/// A `big-entries` run: fewer, larger writes (every entry is 250 KiB), held faults long enough
+/// that a cut-off node falls behind by more than one raft message can carry.
+fn big_entries(mut t: TestOpts) -> TestOpts {
+    t.rate = 12.0;
+    t.hold_ms = 6000;
+    t
+}
+
 fn canary(s: &SuiteOpts, workload: &str, name: &str, nemeses: &[Kind], secs: u64, i: u64) -> TestOpts {
     let mut t = base(s, workload, nemeses, secs, 3, i);
     t.server = s.canary_server.clone().unwrap_or_default();
@@ -65,6 +73,7 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             base(s, "facts", &[KillAll, Kill, DiskFull], 30, 3, 4),
             base(s, "seq", &[PartitionNode, PartitionOneWay, Kill], 30, 3, 5),
             base(s, "turn", &[PartitionHalves, KillLeader, Pause], 30, 3, 8),
+            big_entries(base(s, "big-entries", &[PartitionNode, Pause, Kill], 30, 3, 9)),
             canary(s, "replay", "skip-dedup", &[PartitionHalves, Pause], 20, 6),
             canary(s, "deadlines", "early-deadlines", &[], 20, 7),
         ],
@@ -81,9 +90,10 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
                 &[PartitionHalves, KillLeader, Pause, Clock],
                 &[Membership, Kill],
             ];
-            for w in ["admission", "deadlines", "replay", "facts", "seq", "turn"] {
+            for w in ["admission", "deadlines", "replay", "facts", "big-entries", "seq", "turn"] {
                 for g in groups {
-                    runs.push(base(s, w, g, 300, 5, i));
+                    let run = base(s, w, g, 300, 5, i);
+                    runs.push(if w == "big-entries" { big_entries(run) } else { run });
                     i += 1;
                 }
             }

@@ -89,6 +89,23 @@ impl NodeProc {
         }
     }
 
+    /// SIGSTOP: the process keeps its sockets and state but does nothing (a stalled or partitioned
+    /// node). A paused node is still killed on drop.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`NodeProc::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let child = self.child.as_ref().unwrap_or_else(|| panic!("node {} is not running", self.id));
+        let ok = Command::new("kill").arg(sig).arg(child.id().to_string()).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} node {}", self.id);
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
@@ -105,6 +122,9 @@ impl Drop for NodeProc {
     }
 }
 
+/// The `[raft]` settings of test clusters: fast heartbeats and elections.
+pub const TEST_RAFT: &str = "heartbeat_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600";
+
 /// A cluster of node processes in a temporary directory.
 #[derive(Debug)]
 pub struct Cluster {
@@ -115,6 +135,11 @@ pub struct Cluster {
 impl Cluster {
     /// Writes one config file per node (the shape of `cluster-config/three/`) and starts them all.
     pub fn start(n: u64, extra: &str) -> Cluster {
+        Cluster::start_with_raft(n, extra, TEST_RAFT)
+    }
+
+    /// [`Cluster::start`] with another `[raft]` table body (timing, log retention).
+    pub fn start_with_raft(n: u64, extra: &str, raft_settings: &str) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let ports: Vec<(u64, u16, u16)> = (1..=n).map(|id| (id, free_port(), free_port())).collect();
         let mut peers = String::new();
@@ -130,7 +155,7 @@ impl Cluster {
             let config = dir.path().join(format!("node{id}.toml"));
             let data = dir.path().join(format!("data{id}"));
             let text = format!(
-                "node_id = {id}\ncluster_id = \"test\"\ndata_dir = \"{}\"\napi_listen = \"127.0.0.1:{api}\"\nraft_listen = \"127.0.0.1:{raft}\"\nbootstrap = true\n{extra}\n\n[raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n{peers}",
+                "node_id = {id}\ncluster_id = \"test\"\ndata_dir = \"{}\"\napi_listen = \"127.0.0.1:{api}\"\nraft_listen = \"127.0.0.1:{raft}\"\nbootstrap = true\n{extra}\n\n[raft]\n{raft_settings}\n{peers}",
                 data.display()
             );
             std::fs::write(&config, text).expect("write config");

@@ -18,6 +18,16 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     }
 }
 
+/// The length of a value's encoding, counted without building it (the raft network sizes its
+/// batches by it).
+pub fn encoded_len<T: Serialize>(value: &T) -> usize {
+    let mut size = bincode::enc::write::SizeWriter::default();
+    match bincode::serde::encode_into_writer(value, &mut size, config()) {
+        Ok(()) => size.bytes_written,
+        Err(e) => panic!("bincode cannot encode a core value: {e}"),
+    }
+}
+
 /// Decodes a value, rejecting trailing bytes.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let (value, read) = bincode::serde::decode_from_slice(bytes, config()).map_err(|e| e.to_string())?;

@@ -1,9 +1,15 @@
 //! The client side of the raft network: openraft's RPCs to other nodes over the internal tonic
 //! service (`proto/kungfu/raft/v1/raft.proto`). One HTTP/2 channel per peer, reused for every RPC;
 //! every call carries a deadline; snapshots stream in bounded chunks read from the archive file.
+//!
+//! AppendEntries are bounded by bytes as well as by openraft's entry count: a batch larger than
+//! `max_append_bytes` is sent as consecutive requests, each under the budget, and each with a
+//! deadline that grows with its size. Without both, a follower that fell behind by large entries
+//! never catches up: openraft resends the same batch, which either exceeds the message limit or
+//! cannot cross within a heartbeat-sized deadline, forever (issue #11).
 
 use crate::pb;
-use crate::types::{Node, NodeId, TypeConfig, Vote};
+use crate::types::{Entry, Node, NodeId, TypeConfig, Vote};
 use kungfu_storage::{SnapshotArchive, envelope};
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
@@ -24,9 +30,20 @@ use tonic::transport::{Channel, Endpoint};
 pub struct NetConfig {
     /// Connecting to a peer gives up after this long.
     pub connect_timeout: Duration,
-    /// Largest message accepted or sent (append batches are bounded by openraft's
-    /// `max_payload_entries`; this is the hard byte bound).
+    /// Largest message accepted or sent: the hard byte bound of every raft RPC.
     pub max_message_bytes: usize,
+    /// Largest AppendEntries request, in encoded bytes: a batch of more is sent as several
+    /// consecutive requests. One entry larger than this still goes alone (an entry is bounded by
+    /// the API's message and content limits, far under `max_message_bytes`).
+    pub max_append_bytes: usize,
+    /// The slowest transfer rate an AppendEntries is expected to keep: its deadline is
+    /// openraft's heartbeat-derived one plus its size at this rate, so a large batch is not timed
+    /// out (and resent) merely for being large.
+    pub min_append_bytes_per_sec: u64,
+    /// Added to the deadline of an AppendEntries that carries entries: the follower answers only
+    /// once they are fsynced, which on a busy disk takes longer than a heartbeat interval.
+    /// Heartbeats (no entries) keep openraft's deadline.
+    pub append_sync_allowance: Duration,
     /// Size of one snapshot chunk.
     pub snapshot_chunk_bytes: usize,
     /// Largest snapshot a node accepts.
@@ -43,6 +60,9 @@ impl Default for NetConfig {
         NetConfig {
             connect_timeout: Duration::from_secs(2),
             max_message_bytes: 64 * 1024 * 1024,
+            max_append_bytes: 4 * 1024 * 1024,
+            min_append_bytes_per_sec: 8 * 1024 * 1024,
+            append_sync_allowance: Duration::from_millis(500),
             snapshot_chunk_bytes: 1024 * 1024,
             max_snapshot_bytes: 64 * 1024 * 1024 * 1024,
             snapshot_timeout: Duration::from_secs(600),
@@ -50,6 +70,10 @@ impl Default for NetConfig {
         }
     }
 }
+
+/// HTTP/2 flow-control windows of the raft channels, on both ends (`RaftNode` sets the server's).
+pub const STREAM_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+pub const CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
 
 /// A transport failure, as an error openraft can carry.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +102,10 @@ impl Network {
             .map_err(|e| TransportError(format!("bad peer address {addr:?}: {e}")))?
             .connect_timeout(self.config.connect_timeout)
             .tcp_nodelay(true)
+            // Windows that let a whole append batch be in flight (the defaults stall a
+            // multi-megabyte request on every window update).
+            .initial_stream_window_size(STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(5));
         let channel = endpoint.connect_lazy();
@@ -91,7 +119,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
         let addr = self.config.dial.get(&target).cloned().unwrap_or_else(|| node.raft.clone());
-        Connection { target, net: self.clone(), addr }
+        Connection { target, net: self.clone(), addr, slow: 0 }
     }
 }
 
@@ -101,7 +129,14 @@ pub struct Connection {
     target: NodeId,
     addr: String,
     net: Network,
+    /// AppendEntries with entries that ran out of time in a row: each doubles the next one's
+    /// deadline (up to `MAX_SLOW_DOUBLINGS`), so a peer slower than the configured rate is still
+    /// caught up rather than sent the same request forever; a success resets it.
+    slow: u32,
 }
+
+/// At most 2^3 = 8 times the computed deadline.
+const MAX_SLOW_DOUBLINGS: u32 = 3;
 
 fn unreachable(e: impl std::fmt::Display) -> Unreachable<TypeConfig> {
     Unreachable::new(&TransportError(e.to_string()))
@@ -142,17 +177,100 @@ impl Connection {
     }
 }
 
+impl Connection {
+    async fn send_append(
+        &self,
+        part: &AppendEntriesRequest<TypeConfig>,
+        timeout: Duration,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let req = self.message(part, timeout);
+        let resp = self.client()?.append_entries(req).await.map_err(|s| status_to_rpc(self.target, s))?;
+        self.reply(resp.into_inner())
+    }
+}
+
+/// Splits entries, in order, into parts of at most `budget` encoded bytes each (an entry larger
+/// than the budget makes a part of its own), with each part's size. An empty list makes one empty
+/// part, so a heartbeat is still sent.
+pub fn split_by_bytes(entries: Vec<Entry>, budget: usize) -> Vec<(Vec<Entry>, usize)> {
+    let mut parts = Vec::new();
+    let (mut current, mut bytes) = (Vec::new(), 0);
+    for entry in entries {
+        let len = kungfu_core::codec::encoded_len(&entry);
+        if !current.is_empty() && bytes + len > budget {
+            parts.push((std::mem::take(&mut current), bytes));
+            bytes = 0;
+        }
+        current.push(entry);
+        bytes += len;
+    }
+    parts.push((current, bytes));
+    parts
+}
+
+/// The deadline of an AppendEntries of `bytes`: openraft's (derived from the heartbeat) plus the
+/// time to move the bytes at `min_bytes_per_sec`.
+pub fn append_deadline(base: Duration, bytes: usize, min_bytes_per_sec: u64) -> Duration {
+    let transfer = Duration::from_secs_f64(bytes as f64 / min_bytes_per_sec.max(1) as f64);
+    base + transfer
+}
+
 impl RaftNetworkV2<TypeConfig> for Connection {
     type SnapshotData = SnapshotArchive;
 
+    /// Sends the entries in byte-bounded parts, in order, each after the previous one matched.
+    /// When a later part fails, the parts before it did match: that is a partial success, and
+    /// openraft sends the rest again from there.
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let req = self.message(&rpc, option.soft_ttl());
-        let resp = self.client()?.append_entries(req).await.map_err(|s| status_to_rpc(self.target, s))?;
-        self.reply(resp.into_inner())
+        let AppendEntriesRequest { vote, prev_log_id, leader_commit, entries } = rpc;
+        let parts = split_by_bytes(entries, self.net.config.max_append_bytes);
+        let count = parts.len();
+        let mut matched = prev_log_id;
+        for (i, (entries, bytes)) in parts.into_iter().enumerate() {
+            let last = entries.last().map(|e| e.log_id.clone()).or_else(|| matched.clone());
+            let part = AppendEntriesRequest {
+                vote: vote.clone(),
+                prev_log_id: matched.clone(),
+                leader_commit: leader_commit.clone(),
+                entries,
+            };
+            let base = if part.entries.is_empty() {
+                option.soft_ttl()
+            } else {
+                option.soft_ttl() + self.net.config.append_sync_allowance
+            };
+            let timeout = append_deadline(base, bytes, self.net.config.min_append_bytes_per_sec) * (1 << self.slow);
+            let sent = std::time::Instant::now();
+            let answer = self.send_append(&part, timeout).await;
+            if !part.entries.is_empty() {
+                self.slow = match &answer {
+                    Err(_) if sent.elapsed() >= timeout => (self.slow + 1).min(MAX_SLOW_DOUBLINGS),
+                    Err(_) => self.slow,
+                    Ok(_) => 0,
+                };
+            }
+            let first = i == 0;
+            match answer {
+                Ok(AppendEntriesResponse::Success) if i + 1 == count => return Ok(AppendEntriesResponse::Success),
+                Ok(AppendEntriesResponse::Success) => matched = last,
+                // The first part answers for the whole request, as one request would.
+                Ok(other) if first => return Ok(other),
+                Err(e) if first => return Err(e),
+                Ok(AppendEntriesResponse::HigherVote(v)) => return Ok(AppendEntriesResponse::HigherVote(v)),
+                Ok(AppendEntriesResponse::PartialSuccess(m)) => return Ok(AppendEntriesResponse::PartialSuccess(m)),
+                // Everything up to `matched` was acknowledged by a reply; openraft resumes there (a
+                // conflict after it is found again by the next request).
+                Ok(AppendEntriesResponse::Conflict) | Err(_) => {
+                    return Ok(AppendEntriesResponse::PartialSuccess(matched));
+                }
+            }
+        }
+        // No parts: only an empty request (a heartbeat) yields none, and `split_by_bytes` keeps it.
+        Ok(AppendEntriesResponse::Success)
     }
 
     async fn vote(
@@ -246,5 +364,70 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             envelope::decode(&resp.into_inner().payload, "snapshot reply")
                 .map_err(|e| StreamingError::Network(NetworkError::new(&TransportError(e.to_string()))))?;
         r.map_err(|e| StreamingError::Unreachable(unreachable(format!("node {target}: {e}"))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Request;
+    use kungfu_core::{Action, Command, Principal};
+    use kungfu_types::{AgentId, Content, Timestamp};
+
+    /// An entry at `index` whose command carries `bytes` of content.
+    fn entry(index: u64, bytes: usize) -> Entry {
+        let action = Action::CreateMemory { content: Content::new(vec![7u8; bytes]) };
+        let cmd = Command::new(Principal::Agent(AgentId(1)), action, None, Timestamp(1));
+        openraft::Entry {
+            log_id: openraft::LogId::new(
+                <openraft::alias::LeaderIdOf<TypeConfig> as openraft::vote::RaftLeaderIdExt>::new_committed(1, 1),
+                index,
+            ),
+            payload: openraft::EntryPayload::Normal(Request::Command(cmd)),
+        }
+    }
+
+    #[test]
+    fn batches_are_split_by_bytes_in_order_without_losing_an_entry() {
+        // 300 entries of 250 KiB, as openraft batches a catch-up: about 75 MB in one request.
+        let entries: Vec<Entry> = (1..=300).map(|i| entry(i, 250 * 1024)).collect();
+        let total: usize = entries.iter().map(kungfu_core::codec::encoded_len).sum();
+        assert!(total > 64 * 1024 * 1024, "the batch is over the message limit: {total}");
+        let budget = 4 * 1024 * 1024;
+        let parts = split_by_bytes(entries, budget);
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|(p, bytes)| !p.is_empty() && *bytes <= budget), "every part fits the budget");
+        let indexes: Vec<u64> = parts.iter().flat_map(|(p, _)| p.iter().map(|e| e.log_id.index)).collect();
+        assert_eq!(indexes, (1..=300).collect::<Vec<_>>(), "every entry once, in order");
+        for (p, bytes) in &parts {
+            assert_eq!(*bytes, p.iter().map(kungfu_core::codec::encoded_len).sum::<usize>(), "sizes are exact");
+        }
+        // A part's encoded request is its entries plus a small header: under the message limit.
+        let (first, _) = &parts[0];
+        let req = AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            leader_commit: None,
+            entries: first.clone(),
+        };
+        assert!(envelope::encode(&req).len() < budget + 1024);
+    }
+
+    #[test]
+    fn an_entry_larger_than_the_budget_goes_alone_and_a_heartbeat_is_one_empty_part() {
+        let parts = split_by_bytes(vec![entry(1, 10), entry(2, 5000), entry(3, 10)], 1000);
+        let sizes: Vec<usize> = parts.iter().map(|(p, _)| p.len()).collect();
+        assert_eq!(sizes, vec![1, 1, 1]);
+        let parts = split_by_bytes(Vec::new(), 1000);
+        assert_eq!(parts.len(), 1);
+        assert!(parts[0].0.is_empty());
+    }
+
+    #[test]
+    fn the_append_deadline_grows_with_the_payload() {
+        let base = Duration::from_millis(75);
+        assert_eq!(append_deadline(base, 0, 8 << 20), base);
+        assert_eq!(append_deadline(base, 8 << 20, 8 << 20), base + Duration::from_secs(1));
+        assert!(append_deadline(base, 4 << 20, 8 << 20) > Duration::from_millis(500));
     }
 }

@@ -108,6 +108,7 @@ pub enum StartError {
 /// idempotency key and get the original receipt if it was (L3).
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
+    /// `leader` is the leader raft named, never this node.
     #[error("not the leader; the leader is {leader:?}")]
     NotLeader { leader: Option<(NodeId, Node)> },
     #[error("outcome unknown (leader changed or the node stopped while the write was in flight): {0}")]
@@ -186,6 +187,12 @@ impl RaftNode {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let handle = tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
+                .initial_stream_window_size(crate::network::STREAM_WINDOW_BYTES)
+                .initial_connection_window_size(crate::network::CONNECTION_WINDOW_BYTES)
+                // Peers cancel every request whose deadline passes; after a pause (a stopped
+                // process, a long GC-like stall) hundreds of cancelled heartbeats arrive at once,
+                // and h2's default (20) would close the connection for it.
+                .http2_max_pending_accept_reset_streams(Some(4096))
                 .add_service(server)
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stop_rx.await;
@@ -239,19 +246,19 @@ impl RaftNode {
     async fn propose(&self, req: Request) -> Result<(Response, LogId), WriteError> {
         match self.raft.client_write(req).await {
             Ok(r) => Ok((r.data, r.log_id)),
-            Err(e) => Err(classify(e)),
+            Err(e) => Err(classify(self.id, e)),
         }
     }
 
     /// Adds a learner and waits until it has caught up.
     pub async fn add_learner(&self, id: NodeId, node: Node) -> Result<(), WriteError> {
-        self.raft.add_learner(id, node, true).await.map(|_| ()).map_err(classify)
+        self.raft.add_learner(id, node, true).await.map(|_| ()).map_err(|e| classify(self.id, e))
     }
 
     /// Sets the voters (joint consensus under the hood); nodes not named stay as learners only if
     /// `retain`.
     pub async fn change_membership(&self, voters: BTreeSet<NodeId>, retain: bool) -> Result<(), WriteError> {
-        self.raft.change_membership(voters, retain).await.map(|_| ()).map_err(classify)
+        self.raft.change_membership(voters, retain).await.map(|_| ()).map_err(|e| classify(self.id, e))
     }
 
     /// Asks the cluster to hand leadership to `to` (for rolling restarts). Returns once the request
@@ -271,17 +278,20 @@ impl RaftNode {
         match self.raft.ensure_linearizable(openraft::ReadPolicy::ReadIndex).await {
             Ok(_) => Ok(()),
             Err(RaftError::APIError(openraft::error::LinearizableReadError::ForwardToLeader(f))) => {
-                Err(WriteError::NotLeader { leader: f.leader_id.zip(f.leader_node) })
+                Err(WriteError::NotLeader { leader: elsewhere(self.id, f.leader_id.zip(f.leader_node)) })
             }
             Err(RaftError::APIError(other)) => Err(WriteError::Indeterminate(other.to_string())),
             Err(RaftError::Fatal(f)) => Err(WriteError::Fatal(f.to_string())),
         }
     }
 
-    /// The current leader and where to reach it, as this node knows them.
-    pub fn leader_node(&self) -> Option<(NodeId, Node)> {
+    /// The leader when it is another node, and where to reach it: the hint a node that refuses
+    /// as not-leader gives, and where a follower forwards calls. Never this node, even in the
+    /// instant it becomes leader between a caller's check and this reading: a node that sent a
+    /// client to itself would make it loop (issue #11).
+    pub fn leader_elsewhere(&self) -> Option<(NodeId, Node)> {
         let m = self.raft.metrics().borrow_watched().clone();
-        let leader = m.current_leader?;
+        let leader = leader_in(&m).filter(|l| *l != self.id)?;
         let node = m.membership_config.membership().get_node(&leader).cloned()?;
         Some((leader, node))
     }
@@ -291,9 +301,10 @@ impl RaftNode {
         self.raft.metrics().borrow_watched().clone()
     }
 
-    /// Whether this node is the leader now.
+    /// Whether this node is the leader now: its raft state is Leader of the vote it reports.
     pub fn is_leader(&self) -> bool {
-        self.leader() == Some(self.id)
+        let m = self.raft.metrics().borrow_watched().clone();
+        leader_in(&m) == Some(self.id)
     }
 
     /// The largest command time applied so far (a leader stamps later ones).
@@ -309,9 +320,9 @@ impl RaftNode {
         self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)
     }
 
-    /// The current leader as this node knows it.
+    /// The current leader as this node knows it (see [`leader_in`]).
     pub fn leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow_watched().current_leader
+        leader_in(&self.raft.metrics().borrow_watched().clone())
     }
 
     /// SHA-256 over the whole protocol state, and the applied index it was taken at.
@@ -375,10 +386,27 @@ pub async fn adopt_restored_state(
     Ok(applied)
 }
 
-fn classify(e: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>) -> WriteError {
+/// Who leads, from one reading of a node's raft metrics. openraft reports the leader of the last
+/// committed vote a node knows, and that can be the node itself while it does not lead: restarted
+/// with its own committed vote from before a crash, stepping down, or between winning an election
+/// and taking the Leader state. So a node names itself only while its state is Leader.
+pub fn leader_in(m: &openraft::RaftMetrics<crate::types::TypeConfig>) -> Option<NodeId> {
+    let leader = m.current_leader?;
+    (leader != m.id || m.state.is_leader()).then_some(leader)
+}
+
+/// A leader hint from openraft, unless it names this node (see [`RaftNode::leader_elsewhere`]).
+fn elsewhere(me: NodeId, leader: Option<(NodeId, Node)>) -> Option<(NodeId, Node)> {
+    leader.filter(|(id, _)| *id != me)
+}
+
+fn classify(
+    me: NodeId,
+    e: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>,
+) -> WriteError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-            WriteError::NotLeader { leader: f.leader_id.zip(f.leader_node) }
+            WriteError::NotLeader { leader: elsewhere(me, f.leader_id.zip(f.leader_node)) }
         }
         // The entry was proposed and then lost its leader: it may still commit. Never "failed".
         RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => {

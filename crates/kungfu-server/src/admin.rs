@@ -163,8 +163,10 @@ impl pb::admin_service_server::AdminService for Admin {
             pb::RaftRole::Shutdown
         };
         let membership = m.membership_config.membership();
+        // Never this node unless it leads (a restarted node remembers its old leadership).
+        let leader_id = kungfu_raft::node::leader_in(&m);
         let leader_api_addr =
-            m.current_leader.and_then(|l| membership.get_node(&l)).map(|n| n.api.clone()).unwrap_or_default();
+            leader_id.and_then(|l| membership.get_node(&l)).map(|n| n.api.clone()).unwrap_or_default();
         let last = m.last_log_index;
         let voters: Vec<u64> = membership.voter_ids().collect();
         let replication = match &m.replication {
@@ -194,7 +196,7 @@ impl pb::admin_service_server::AdminService for Admin {
             cluster_id: self.b.config.cluster_id.clone(),
             role: role as i32,
             term: m.current_term,
-            leader_id: m.current_leader,
+            leader_id,
             leader_api_addr,
             last_log_index: last,
             committed_index: m.local_committed.as_ref().map(|l| l.index),
@@ -363,7 +365,7 @@ impl pb::admin_service_server::AdminService for Admin {
             .node
             .raft
             .wait(Some(budget))
-            .metrics(move |m| m.current_leader == Some(to), "leader transfer")
+            .metrics(move |m| kungfu_raft::node::leader_in(m) == Some(to), "leader transfer")
             .await
             .map_err(|_| {
                 indeterminate(format!(

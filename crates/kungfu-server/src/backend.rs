@@ -81,29 +81,38 @@ impl Backend {
         Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors }
     }
 
-    /// The answer to a call that reached a follower: nothing happened; the leader's API address,
-    /// when known, is in the message and the `leader` metadata.
-    fn not_leader(&self) -> Status {
-        let leader = self.node.leader_node();
-        let mut s = match &leader {
-            Some((id, node)) if !node.api.is_empty() => status(
-                Code::NotLeader,
-                format!(
-                    "node {} is not the leader; node {id} is, at {}: send the same request there",
-                    self.node.id, node.api
-                ),
-            ),
-            _ => status(
+    /// The answer to a call that reached a node that does not lead: nothing happened. It names
+    /// the leader's API address (message and `leader` metadata) when one is known and is another
+    /// node: `hint` is the leader raft named when it refused, else this node's current view. It
+    /// never names itself (a client following the hint would loop, issue #11); with no leader to
+    /// name, it says to retry after about one election timeout.
+    fn not_leader_hinted(&self, hint: Option<(kungfu_raft::NodeId, kungfu_raft::Node)>) -> Status {
+        let leader = hint
+            .filter(|(id, node)| *id != self.node.id && !node.api.is_empty())
+            .or_else(|| self.node.leader_elsewhere().filter(|(_, node)| !node.api.is_empty()));
+        let Some((id, node)) = leader else {
+            let r = Rejection::new(
                 Code::NotLeader,
                 format!("node {} is not the leader and knows no leader yet; retry shortly", self.node.id),
-            ),
+            )
+            .with_retry_after(kungfu_types::Micros(self.config.raft.election_timeout_min_ms * 1000));
+            return refuse(&r);
         };
-        if let Some((_, node)) = leader {
-            if let Ok(v) = node.api.parse() {
-                s.metadata_mut().insert("leader", v);
-            }
+        let mut s = status(
+            Code::NotLeader,
+            format!(
+                "node {} is not the leader; node {id} is, at {}: send the same request there",
+                self.node.id, node.api
+            ),
+        );
+        if let Ok(v) = node.api.parse() {
+            s.metadata_mut().insert("leader", v);
         }
         s
+    }
+
+    fn not_leader(&self) -> Status {
+        self.not_leader_hinted(None)
     }
 
     /// Authenticates the caller by its bearer key (`authorization: Bearer kf_ag_…`). Deactivated
@@ -161,7 +170,7 @@ impl Backend {
         }
         match self.node.linearizable().await {
             Ok(()) => {}
-            Err(WriteError::NotLeader { .. }) => return Err(self.not_leader()),
+            Err(WriteError::NotLeader { leader }) => return Err(self.not_leader_hinted(leader)),
             Err(e) => return Err(status(Code::Unavailable, e.to_string())),
         }
         lookup()?.ok_or_else(|| status(Code::Unauthenticated, "unknown agent key"))
@@ -288,7 +297,7 @@ impl Backend {
             Ok((Response::Done, _)) => {
                 ("indeterminate", Err(status(Code::Unavailable, "the log answered a command with no result")))
             }
-            Err(WriteError::NotLeader { .. }) => ("NOT_LEADER", Err(self.not_leader())),
+            Err(WriteError::NotLeader { leader }) => ("NOT_LEADER", Err(self.not_leader_hinted(leader))),
             // L3: an indeterminate write may have been applied; the same key returns its receipt.
             Err(e @ WriteError::Indeterminate(_)) | Err(e @ WriteError::Fatal(_)) => (
                 "indeterminate",
@@ -308,7 +317,7 @@ impl Backend {
     ) -> Result<R, Status> {
         match self.node.linearizable().await {
             Ok(()) => {}
-            Err(WriteError::NotLeader { .. }) => return Err(self.not_leader()),
+            Err(WriteError::NotLeader { leader }) => return Err(self.not_leader_hinted(leader)),
             Err(e) => return Err(status(Code::Unavailable, e.to_string())),
         }
         let limits = self.limits()?;

@@ -45,6 +45,9 @@ pub struct RaftSettings {
     pub snapshot_after_logs: u64,
     /// Entries kept behind a snapshot, for followers slightly behind.
     pub keep_logs_after_snapshot: u64,
+    /// Largest AppendEntries request in bytes; a larger batch goes as several requests (a lagging
+    /// follower catches up in parts that each fit one message and its deadline).
+    pub max_append_bytes: usize,
     /// Peers this node dials at another raft address than the membership's, by node id
     /// (`[raft.dial]`, `"2" = "127.0.0.1:9102"`): a proxy per directed link in chaos tests.
     pub dial: std::collections::BTreeMap<String, String>,
@@ -59,6 +62,7 @@ impl Default for RaftSettings {
             election_timeout_max_ms: d.election_timeout_max.as_millis() as u64,
             snapshot_after_logs: d.snapshot_after_logs,
             keep_logs_after_snapshot: d.keep_logs_after_snapshot,
+            max_append_bytes: kungfu_raft::NetConfig::default().max_append_bytes,
             dial: std::collections::BTreeMap::new(),
         }
     }
@@ -206,6 +210,12 @@ impl Config {
         }
         if self.actors.max_live == 0 || self.actors.max_pending == 0 {
             return Err(bad("actors", "max_live and max_pending must be at least 1"));
+        }
+        // The budget must leave room under the raft message limit for a part's header and one
+        // entry larger than the budget (which goes alone).
+        let max_append = kungfu_raft::NetConfig::default().max_message_bytes / 4;
+        if self.raft.max_append_bytes < 64 * 1024 || self.raft.max_append_bytes > max_append {
+            return Err(bad("raft.max_append_bytes", format!("must be between 65536 and {max_append}")));
         }
         for (id, addr) in &self.raft.dial {
             if id.parse::<u64>().is_err() {

@@ -75,7 +75,7 @@ impl<S> Forward<S> {
         if self.b.node.is_leader() {
             return None;
         }
-        let (_, leader) = self.b.node.leader_node()?;
+        let (_, leader) = self.b.node.leader_elsewhere()?;
         (!leader.api.is_empty()).then_some(leader.api)
     }
 

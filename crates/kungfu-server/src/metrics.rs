@@ -39,7 +39,11 @@ pub async fn raft_gauges(node: Arc<RaftNode>, mut stop: tokio::sync::watch::Rece
     loop {
         let m = node.metrics();
         metrics::gauge!("kungfu_raft_term").set(m.current_term as f64);
-        metrics::gauge!("kungfu_raft_is_leader").set(if m.current_leader == Some(node.id) { 1.0 } else { 0.0 });
+        metrics::gauge!("kungfu_raft_is_leader").set(if kungfu_raft::node::leader_in(&m) == Some(node.id) {
+            1.0
+        } else {
+            0.0
+        });
         metrics::gauge!("kungfu_raft_last_log_index").set(m.last_log_index.unwrap_or(0) as f64);
         metrics::gauge!("kungfu_raft_applied_index").set(m.last_applied.map(|l| l.index).unwrap_or(0) as f64);
         metrics::gauge!("kungfu_raft_voters").set(m.membership_config.membership().voter_ids().count() as f64);

@@ -35,6 +35,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         keep_logs_after_snapshot: config.raft.keep_logs_after_snapshot,
         ..RaftTuning::default()
     };
+    nc.net.max_append_bytes = config.raft.max_append_bytes;
     nc.net.dial = config.raft.dial.iter().filter_map(|(id, addr)| Some((id.parse().ok()?, addr.clone()))).collect();
     let node = Arc::new(RaftNode::start(nc).await?);
     tracing::info!(node = config.node_id, raft = %node.addr, "raft started");

@@ -177,7 +177,8 @@ async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>)
         let wait = raft.wait(None);
         let changed = wait.metrics(
             move |m| {
-                (m.last_applied.as_ref().map(|l| l.index), m.current_leader == Some(id)) != (seen.applied, seen.leading)
+                (m.last_applied.as_ref().map(|l| l.index), kungfu_raft::node::leader_in(&m) == Some(id))
+                    != (seen.applied, seen.leading)
             },
             "watch streams: applied index or leadership changed",
         );
@@ -185,7 +186,7 @@ async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>)
             r = changed => match r {
                 Ok(m) => {
                     let applied = m.last_applied.as_ref().map(|l| l.index);
-                    let leading = m.current_leader == Some(id);
+                    let leading = kungfu_raft::node::leader_in(&m) == Some(id);
                     tx.send_modify(|p| {
                         p.applied = applied;
                         p.leading = leading;
@@ -303,23 +304,27 @@ fn stopping(b: &Backend) -> End {
     )))
 }
 
-/// NOT_LEADER with the leader's API address when known, as every call answers on a follower.
+/// NOT_LEADER with the leader's API address when known, as every call answers on a follower; never
+/// this node itself (see `RaftNode::leader_elsewhere`).
 fn not_leader(b: &Backend) -> Status {
-    let leader = b.node.leader_node();
-    let message = match &leader {
-        Some((id, node)) if !node.api.is_empty() && *id != b.node.id => format!(
+    let leader = b.node.leader_elsewhere().filter(|(_, node)| !node.api.is_empty());
+    let Some((id, node)) = leader else {
+        let r = Rejection::new(
+            Code::NotLeader,
+            format!("node {} is no longer the leader; reconnect shortly with your last resume token", b.node.id),
+        )
+        .with_retry_after(kungfu_types::Micros(b.config.raft.election_timeout_min_ms * 1000));
+        return refuse(r);
+    };
+    let mut s = refuse(Rejection::new(
+        Code::NotLeader,
+        format!(
             "node {} is no longer the leader; node {id} is, at {}: watch there with your last resume token",
             b.node.id, node.api
         ),
-        _ => format!("node {} is no longer the leader; reconnect shortly with your last resume token", b.node.id),
-    };
-    let mut s = refuse(Rejection::new(Code::NotLeader, message));
-    if let Some((id, node)) = leader {
-        if id != b.node.id {
-            if let Ok(v) = node.api.parse() {
-                s.metadata_mut().insert("leader", v);
-            }
-        }
+    ));
+    if let Ok(v) = node.api.parse() {
+        s.metadata_mut().insert("leader", v);
     }
     s
 }

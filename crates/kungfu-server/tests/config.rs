@@ -66,6 +66,8 @@ fn invalid_settings_are_refused_naming_the_setting() {
         ("operator_token", Box::new(|c| c.operator_token = Some("short".into()))),
         ("registration.open", Box::new(|c| c.registration.open = false)),
         ("api.max_message_bytes", Box::new(|c| c.api.max_message_bytes = 10)),
+        ("raft.max_append_bytes", Box::new(|c| c.raft.max_append_bytes = 1024)),
+        ("raft.max_append_bytes", Box::new(|c| c.raft.max_append_bytes = 64 * 1024 * 1024)),
         ("raft.dial", Box::new(|c| _ = c.raft.dial.insert("two".into(), "127.0.0.1:1".into()))),
         ("raft.dial", Box::new(|c| _ = c.raft.dial.insert("2".into(), String::new()))),
     ];

@@ -6,8 +6,13 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Opaque bytes written by a participant. Only its length is ever looked at (for limits).
+///
+/// Serialized as one byte string (`serde_bytes`): with bincode that is the same bytes as the
+/// derived sequence of `u8` (a length, then the bytes), so stored values and digests are
+/// unchanged, but it is one copy instead of one serializer call per byte. A 250 KiB entry cost
+/// milliseconds to encode byte by byte, on every append to every follower.
 #[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Content(pub Vec<u8>);
+pub struct Content(#[serde(with = "serde_bytes")] pub Vec<u8>);
 
 impl Content {
     pub fn new(bytes: impl Into<Vec<u8>>) -> Content {

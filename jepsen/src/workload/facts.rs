@@ -2,6 +2,12 @@
 //! final reads list, on every node, the facts its own state holds. Every acknowledged fact must be
 //! on every node after recovery, nothing may appear that nobody posted, and the nodes must agree
 //! (`crate::checker::facts`).
+//!
+//! `big-entries` is the same with every entry padded to near the content limit (250 KiB of the
+//! 256 KiB), so a node cut off by a fault falls behind by tens of megabytes and must catch up
+//! after heal: the always-on convergence check of every run (one applied index, one digest on
+//! every node within its bound) then fails a run whose follower never does (issue #11), and the
+//! facts checker fails one whose lagging node lost or invented an entry.
 
 use super::{Env, Proc, Workload, node_reader, register, thread_entries};
 use crate::checker::Workload as Kind;
@@ -21,6 +27,40 @@ pub struct Facts {
     /// Agent keys, one per process (by process index modulo their number).
     agents: Vec<String>,
     lead_key: String,
+    /// Entries are padded to this many bytes (0: the id alone).
+    body_bytes: usize,
+}
+
+/// The padded size of a `big-entries` entry: near the default content limit (256 KiB).
+pub const BIG_ENTRY_BYTES: usize = 250 * 1024;
+
+/// Separates a fact's id from its padding.
+const PAD: char = '|';
+
+impl Facts {
+    /// The `big-entries` workload.
+    pub fn big_entries() -> Facts {
+        Facts { body_bytes: BIG_ENTRY_BYTES, ..Facts::default() }
+    }
+
+    /// The body of fact `id`: the id, then padding up to `body_bytes`.
+    fn body(&self, id: &str) -> String {
+        if self.body_bytes <= id.len() {
+            return id.to_string();
+        }
+        let mut body = String::with_capacity(self.body_bytes);
+        body.push_str(id);
+        body.push(PAD);
+        while body.len() < self.body_bytes {
+            body.push('.');
+        }
+        body
+    }
+}
+
+/// The id of a fact from its body (padding dropped).
+fn fact_id(body: &str) -> String {
+    body.split(PAD).next().unwrap_or_default().to_string()
 }
 
 impl Workload for Facts {
@@ -61,7 +101,8 @@ impl Workload for Facts {
             // Unique per run: the process id changes after an `info`, `done` counts its ops.
             let id = format!("f{}-{}", p.id, p.done);
             env.rec.invoke(p.id, "add", json!({ "id": id }), p.node, Some(&id));
-            let r = c.post(Post::text(&self.thread, &id).ask(Vec::<String>::new()), Some(id.clone())).await;
+            let body = self.body(&id);
+            let r = c.post(Post::text(&self.thread, &body).ask(Vec::<String>::new()), Some(id.clone())).await;
             p.finish_write(env, "add", Some(&id), r, |_| Completion {
                 value: json!({ "id": id }),
                 ..Completion::default()
@@ -78,7 +119,7 @@ impl Workload for Facts {
                 let reader = node_reader(endpoint, Some(self.lead_key.clone())).await?;
                 match thread_entries(&reader, &self.thread).await {
                     Ok(entries) => {
-                        let ids: Vec<String> = entries.into_iter().map(|(_, body, _)| body).collect();
+                        let ids: Vec<String> = entries.into_iter().map(|(_, body, _)| fact_id(&body)).collect();
                         env.rec.complete(
                             process,
                             OpType::Ok,
@@ -107,5 +148,22 @@ impl Workload for Facts {
             Ok(())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_entries_are_padded_near_the_content_limit_and_read_back_as_their_id() {
+        let big = Facts::big_entries();
+        let body = big.body("f3-17");
+        assert_eq!(body.len(), BIG_ENTRY_BYTES);
+        assert!(body.len() < 256 * 1024, "under the default content limit");
+        assert_eq!(fact_id(&body), "f3-17");
+        let plain = Facts::default();
+        assert_eq!(plain.body("f1-2"), "f1-2");
+        assert_eq!(fact_id("f1-2"), "f1-2");
     }
 }

@@ -120,12 +120,15 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
 pub fn by_name(name: &str) -> Result<Box<dyn Workload>> {
     Ok(match name {
         "facts" => Box::new(facts::Facts::default()),
+        "big-entries" => Box::new(facts::Facts::big_entries()),
         "seq" => Box::new(seq::Seq::default()),
         "replay" => Box::new(replay::Replay::default()),
         "admission" => Box::new(admission::Admission::default()),
         "deadlines" => Box::new(deadlines::Deadlines::default()),
         "turn" => Box::new(turn::Turn::default()),
-        other => anyhow::bail!("unknown workload {other:?}; known: admission, deadlines, replay, facts, seq, turn"),
+        other => anyhow::bail!(
+            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn"
+        ),
     })
 }
 
