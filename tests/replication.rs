@@ -315,13 +315,29 @@ async fn not_leader_answers_never_name_the_answering_node() {
         answers.iter().filter(|a| a.leader.is_none()).count()
     );
     assert!(!answers.is_empty(), "the followers were asked and answered NOT_LEADER");
-    for a in &answers {
-        let own = a.api.to_string();
-        assert_ne!(a.leader.as_deref(), Some(own.as_str()), "node {} named itself as the leader: {a:?}", a.node);
-        assert!(!a.message.contains(&format!("node {} is,", a.node)), "node {} named itself: {a:?}", a.node);
-        assert!(!a.message.contains(&own), "node {} gave its own address as the leader's: {a:?}", a.node);
-        if a.leader.is_none() {
-            assert!(a.retry_after.is_some(), "a NOT_LEADER that names no leader says when to retry: {a:?}");
-        }
-    }
+    let self_named: Vec<&NotLeader> = answers
+        .iter()
+        .filter(|a| {
+            let own = a.api.to_string();
+            a.leader.as_deref() == Some(own.as_str())
+                || a.message.contains(&format!("node {} is,", a.node))
+                || a.message.contains(&own)
+        })
+        .collect();
+    let no_retry: Vec<&NotLeader> = answers.iter().filter(|a| a.leader.is_none() && a.retry_after.is_none()).collect();
+    eprintln!(
+        "{} answers named the answering node, {} named nobody and gave no retry_after",
+        self_named.len(),
+        no_retry.len()
+    );
+    assert!(
+        self_named.is_empty(),
+        "nodes named themselves as the leader: {:?}",
+        &self_named[..self_named.len().min(5)]
+    );
+    assert!(
+        no_retry.is_empty(),
+        "a NOT_LEADER naming no leader says when to retry: {:?}",
+        &no_retry[..no_retry.len().min(5)]
+    );
 }
