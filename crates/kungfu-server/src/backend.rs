@@ -87,24 +87,32 @@ impl Backend {
     /// never names itself (a client following the hint would loop, issue #11); with no leader to
     /// name, it says to retry after about one election timeout.
     fn not_leader_hinted(&self, hint: Option<(kungfu_raft::NodeId, kungfu_raft::Node)>) -> Status {
+        self.not_leader_answer(
+            hint,
+            |id, api| {
+                format!("node {} is not the leader; node {id} is, at {api}: send the same request there", self.node.id)
+            },
+            &format!("node {} is not the leader and knows no leader yet; retry shortly", self.node.id),
+        )
+    }
+
+    /// The NOT_LEADER answer of every door (calls and watch streams): `named` words the refusal
+    /// that names leader `id` at `api`, `unknown` the one that names none.
+    pub(crate) fn not_leader_answer(
+        &self,
+        hint: Option<(kungfu_raft::NodeId, kungfu_raft::Node)>,
+        named: impl FnOnce(kungfu_raft::NodeId, &str) -> String,
+        unknown: &str,
+    ) -> Status {
         let leader = hint
             .filter(|(id, node)| *id != self.node.id && !node.api.is_empty())
             .or_else(|| self.node.leader_elsewhere().filter(|(_, node)| !node.api.is_empty()));
         let Some((id, node)) = leader else {
-            let r = Rejection::new(
-                Code::NotLeader,
-                format!("node {} is not the leader and knows no leader yet; retry shortly", self.node.id),
-            )
-            .with_retry_after(kungfu_types::Micros(self.config.raft.election_timeout_min_ms * 1000));
+            let r = Rejection::new(Code::NotLeader, unknown)
+                .with_retry_after(kungfu_types::Micros(self.config.raft.election_timeout_min_ms * 1000));
             return refuse(&r);
         };
-        let mut s = status(
-            Code::NotLeader,
-            format!(
-                "node {} is not the leader; node {id} is, at {}: send the same request there",
-                self.node.id, node.api
-            ),
-        );
+        let mut s = status(Code::NotLeader, named(id, &node.api));
         if let Ok(v) = node.api.parse() {
             s.metadata_mut().insert("leader", v);
         }

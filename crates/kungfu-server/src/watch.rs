@@ -307,26 +307,16 @@ fn stopping(b: &Backend) -> End {
 /// NOT_LEADER with the leader's API address when known, as every call answers on a follower; never
 /// this node itself (see `RaftNode::leader_elsewhere`).
 fn not_leader(b: &Backend) -> Status {
-    let leader = b.node.leader_elsewhere().filter(|(_, node)| !node.api.is_empty());
-    let Some((id, node)) = leader else {
-        let r = Rejection::new(
-            Code::NotLeader,
-            format!("node {} is no longer the leader; reconnect shortly with your last resume token", b.node.id),
-        )
-        .with_retry_after(kungfu_types::Micros(b.config.raft.election_timeout_min_ms * 1000));
-        return refuse(r);
-    };
-    let mut s = refuse(Rejection::new(
-        Code::NotLeader,
-        format!(
-            "node {} is no longer the leader; node {id} is, at {}: watch there with your last resume token",
-            b.node.id, node.api
-        ),
-    ));
-    if let Ok(v) = node.api.parse() {
-        s.metadata_mut().insert("leader", v);
-    }
-    s
+    b.not_leader_answer(
+        None,
+        |id, api| {
+            format!(
+                "node {} is no longer the leader; node {id} is, at {api}: watch there with your last resume token",
+                b.node.id
+            )
+        },
+        &format!("node {} is no longer the leader; reconnect shortly with your last resume token", b.node.id),
+    )
 }
 
 fn read_status(e: &ReadError) -> Status {
