@@ -290,7 +290,10 @@ impl RaftNode {
     /// instant it becomes leader between a caller's check and this reading: a node that sent a
     /// client to itself would make it loop (issue #11).
     pub fn leader_elsewhere(&self) -> Option<(NodeId, Node)> {
-        let m = self.raft.metrics().borrow_watched().clone();
+        // Read under the watch guard and copy out only the node: the guard is held for no longer
+        // than this expression (openraft FAQ: a held guard can stall the raft core).
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
         let leader = leader_in(&m).filter(|l| *l != self.id)?;
         let node = m.membership_config.membership().get_node(&leader).cloned()?;
         Some((leader, node))
@@ -303,8 +306,8 @@ impl RaftNode {
 
     /// Whether this node is the leader now: its raft state is Leader of the vote it reports.
     pub fn is_leader(&self) -> bool {
-        let m = self.raft.metrics().borrow_watched().clone();
-        leader_in(&m) == Some(self.id)
+        // On every call's path: no copy of the metrics, the guard is dropped at once.
+        leader_in(&self.raft.metrics().borrow_watched()) == Some(self.id)
     }
 
     /// The largest command time applied so far (a leader stamps later ones).
@@ -322,7 +325,7 @@ impl RaftNode {
 
     /// The current leader as this node knows it (see [`leader_in`]).
     pub fn leader(&self) -> Option<NodeId> {
-        leader_in(&self.raft.metrics().borrow_watched().clone())
+        leader_in(&self.raft.metrics().borrow_watched())
     }
 
     /// SHA-256 over the whole protocol state, and the applied index it was taken at.
