@@ -4,7 +4,8 @@
 //! tonic between nodes. Each writer is one agent posting ~1 KiB entries to its own thread, and a
 //! write is timed from proposal to "committed and applied on the leader".
 //!
-//! Run: `cargo bench --bench write_path -- [--nodes 1,3] [--writers 1,16,64,256] [--seconds 10]`
+//! Run: `cargo bench --bench write_path -- [--nodes 1,3] [--writers 1,16,64,256] [--seconds 10]
+//! [--entry-bytes 1024]`
 //! Figures and the machine they came from are recorded in `docs/benchmarks.md`.
 
 use kungfu_core::{Action, Command, PostBody, Principal};
@@ -87,7 +88,7 @@ struct Run {
     lat: Vec<Duration>,
 }
 
-async fn run(nodes: u64, writers: u64, seconds: u64, base: &std::path::Path) -> Run {
+async fn run(nodes: u64, writers: u64, seconds: u64, entry_bytes: usize, base: &std::path::Path) -> Run {
     let c = cluster(nodes, base).await;
     let leader = c.leader().await;
     // One agent and one thread per writer.
@@ -120,7 +121,7 @@ async fn run(nodes: u64, writers: u64, seconds: u64, base: &std::path::Path) -> 
         };
         threads.push((agent, thread));
     }
-    let body = "x".repeat(1024);
+    let body = "x".repeat(entry_bytes);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -183,13 +184,14 @@ fn main() {
     let nodes = list("--nodes", "1,3");
     let writers = list("--writers", "1,16,64,256");
     let seconds: u64 = arg("--seconds", "10").parse().unwrap_or(10);
+    let entry_bytes: usize = arg("--entry-bytes", "1024").parse().unwrap_or(1024);
     let base = std::path::PathBuf::from(arg("--dir", &std::env::temp_dir().to_string_lossy()));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!("| nodes | writers | actions | seconds | actions/s | p50 ms | p90 ms | p99 ms | max ms |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &n in &nodes {
         for &w in &writers {
-            let mut r = rt.block_on(run(n, w, seconds, &base));
+            let mut r = rt.block_on(run(n, w, seconds, entry_bytes, &base));
             r.lat.sort();
             println!(
                 "| {n} | {w} | {} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
