@@ -163,6 +163,10 @@ pub fn turn(agent: AgentId, arose_at: Timestamp, id: ObligationId) -> Key {
 pub fn turn_of(agent: AgentId) -> Key {
     K::new(Family::Indexes, 1).u64(agent.0).done()
 }
+/// Every agent's turn index.
+pub fn turn_prefix() -> Key {
+    K::new(Family::Indexes, 1).done()
+}
 /// An agent's open obligations within one object.
 pub fn object_obligation(object: ObjectRef, agent: AgentId, id: ObligationId) -> Key {
     K::new(Family::Indexes, 2).object(object).u64(agent.0).obligation(id).done()
@@ -288,4 +292,62 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Key> {
         }
     }
     None
+}
+
+/// Reads the fields of a key back, in the order [`K`] wrote them.
+struct Fields<'k>(&'k [u8]);
+
+impl Fields<'_> {
+    fn u8(&mut self) -> Option<u8> {
+        let (&v, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(v)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_first_chunk::<8>()?;
+        self.0 = rest;
+        Some(u64::from_be_bytes(*head))
+    }
+    fn object(&mut self) -> Option<ObjectRef> {
+        Some(match (self.u8()?, self.u64()?) {
+            (1, id) => ObjectRef::Agent(AgentId(id)),
+            (2, id) => ObjectRef::Memory(MemoryId(id)),
+            (3, id) => ObjectRef::Thread(ThreadId(id)),
+            (4, id) => ObjectRef::Task(TaskId(id)),
+            _ => return None,
+        })
+    }
+    fn obligation(&mut self) -> Option<ObligationId> {
+        Some(match self.u8()? {
+            1 => ObligationId::Response {
+                thread: ThreadId(self.u64()?),
+                entry: EntrySeq(self.u64()?),
+                responder: AgentId(self.u64()?),
+            },
+            2 => ObligationId::AssignmentDelivery(AssignmentId(self.u64()?)),
+            3 => ObligationId::AssignmentJudgment(AssignmentId(self.u64()?)),
+            4 => ObligationId::EngagementDelivery(EngagementId(self.u64()?)),
+            5 => ObligationId::EngagementJudgment(EngagementId(self.u64()?)),
+            _ => return None,
+        })
+    }
+}
+
+/// The `(due_at, obligation)` of a key of [`due`]; None for any other key.
+pub fn due_entry_of(key: &[u8]) -> Option<(Timestamp, ObligationId)> {
+    let mut f = Fields(key.strip_prefix(due_all().as_slice())?);
+    let due_at = Timestamp(f.u64()?);
+    let id = f.obligation()?;
+    f.0.is_empty().then_some((due_at, id))
+}
+
+/// The agent of a key of [`turn`]; None for any other key.
+pub fn turn_agent_of(key: &[u8]) -> Option<AgentId> {
+    let mut f = Fields(key.strip_prefix(turn_prefix().as_slice())?);
+    f.u64().map(AgentId)
+}
+
+/// The object of a key of [`journal`]; None for any other key.
+pub fn journal_object_of(key: &[u8]) -> Option<ObjectRef> {
+    Fields(key.strip_prefix(K::new(Family::Journal, 1).done().as_slice())?).object()
 }

@@ -6,6 +6,7 @@
 //!
 //! Table of contents:
 //! - [`action`]: commands and the actions of §4–§7, plus the system's expiry (L4).
+//! - [`effects`]: what an applied command changed that timers and streams wake on (due, turns, journals).
 //! - [`engine`]: [`apply`], the one entry point for writes: replay (L3), deadlines first (L4),
 //!   all-or-nothing decisions (L2).
 //! - `decide` (private): the preconditions of every action and the facts it records.
@@ -21,6 +22,7 @@
 pub mod action;
 pub mod codec;
 mod decide;
+pub mod effects;
 pub mod engine;
 pub mod evolve;
 pub mod fact;
