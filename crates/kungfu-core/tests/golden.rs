@@ -155,6 +155,14 @@ fn check_keys<T>(cases: &[Golden<T>], key_of: impl Fn(&T) -> Key) {
     report(failures);
 }
 
+/// Every case's golden key decodes back to the case's value (for the keys the code reads back).
+fn check_key_decoder<T: PartialEq + Debug>(cases: &[Golden<T>], decode: impl Fn(&[u8]) -> Option<T>) {
+    for case in cases {
+        let bytes = case.expected().expect("golden hex");
+        assert_eq!(decode(&bytes).as_ref(), Some(&case.value), "{}: the golden key decodes differently", case.name);
+    }
+}
+
 fn report(failures: Vec<String>) {
     assert!(
         failures.is_empty(),
@@ -872,12 +880,12 @@ fn every_receipt_encodes_to_its_golden_bytes() {
             => "02fd00401e18240a06000164020b01";
         MemoryUpdated: receipt(K::UpdateMemory, R::MemoryUpdated { memory: MEM, version: V })
             => "03fd00401e18240a06000164030b02";
-        MemoryPublished: receipt(K::PublishMemory, R::MemoryPublished { memory: MEM }) => "\
-            04fd00401e18240a06000164040b";
+        MemoryPublished: receipt(K::PublishMemory, R::MemoryPublished { memory: MEM })
+            => "04fd00401e18240a06000164040b";
         MemoryUnpublished: receipt(K::UnpublishMemory, R::MemoryUnpublished { memory: MEM })
             => "05fd00401e18240a06000164050b";
-        MemoryWithdrawn: receipt(K::WithdrawMemory, R::MemoryWithdrawn { memory: MEM }) => "\
-            06fd00401e18240a06000164060b";
+        MemoryWithdrawn: receipt(K::WithdrawMemory, R::MemoryWithdrawn { memory: MEM })
+            => "06fd00401e18240a06000164060b";
         ThreadCreated: receipt(K::CreateThread, R::ThreadCreated { thread: TH, grant: Some(grant.clone()) })
             => "07fd00401e18240a06000164071501010466702d67";
         GrantIssued: receipt(K::IssueGrant, R::GrantIssued { thread: TH, grant: grant.clone(), voided_previous: true })
@@ -996,10 +1004,14 @@ fn every_key_kind_has_its_golden_layout() {
         kv("contract_version", keys::contract_version(TASK, V), "010a000000000000002900000002"),
         kv("engagement", keys::engagement(ENG), "010b0000000000000033"),
         kv(
+            "obligation",
+            keys::obligation(ObligationId::Response { thread: TH, entry: E, responder: AG2 }),
+            "010c01000000000000001500000000000000030000000000000008",
+        ),
+        kv(
             "turn",
             keys::turn(AG2, TS, ObligationId::AssignmentDelivery(ASG)),
-            "\
-            0201000000000000000800060a24181e400002000000000000001f",
+            "0201000000000000000800060a24181e400002000000000000001f",
         ),
         kv(
             "object_obligation",
@@ -1016,8 +1028,7 @@ fn every_key_kind_has_its_golden_layout() {
         kv(
             "live_assignment",
             keys::live_assignment(TH, AG2, ASG),
-            "\
-            020700000000000000150000000000000008000000000000001f",
+            "020700000000000000150000000000000008000000000000001f",
         ),
         kv("thread_assignment", keys::thread_assignment(TH, ASG), "02080000000000000015000000000000001f"),
         kv("task_engagement", keys::task_engagement(TASK, ENG), "020900000000000000290000000000000033"),
@@ -1025,22 +1036,19 @@ fn every_key_kind_has_its_golden_layout() {
         kv(
             "grant_by_hash",
             keys::grant_by_hash(&HASH2),
-            "\
-            020b1212121212121212121212121212121212121212121212121212121212121212",
+            "020b1212121212121212121212121212121212121212121212121212121212121212",
         ),
         kv(
             "agent_by_key",
             keys::agent_by_key(&HASH),
-            "\
-            020cabababababababababababababababababababababababababababababababab",
+            "020cabababababababababababababababababababababababababababababababab",
         ),
         kv("agent_engagement", keys::agent_engagement(AG2, ENG), "020d00000000000000080000000000000033"),
         kv("journal", keys::journal(ObjectRef::Thread(TH), 100, 2), "0301030000000000000015000000000000006400000002"),
         kv(
             "receipt",
             keys::receipt(Principal::Agent(AG), ActionKind::Post, &key("key-1")),
-            "\
-            0401010000000000000007706f7374006b65792d31",
+            "0401010000000000000007706f7374006b65792d31",
         ),
     ];
     check_keys(&cases, Key::clone);
@@ -1048,35 +1056,42 @@ fn every_key_kind_has_its_golden_layout() {
     for f in Family::ALL {
         assert!(cases.iter().any(|case| Family::of(&case.value) == Some(f)), "no key of family {f:?} is pinned");
     }
-    // The due time is read back out of due keys (timers are armed from it).
-    assert_eq!(keys::due_time_of(&keys::due(TS, ObligationId::AssignmentJudgment(ASG))), Some(TS));
+    // Some keys are read back (timers and the fact feed decode them): the golden bytes decode to
+    // the fields they were built from.
+    let golden = |name: &str| {
+        let case = cases.iter().find(|case| case.name == format!("key::{name}")).expect("a pinned key");
+        case.expected().expect("golden hex")
+    };
+    assert_eq!(keys::due_time_of(&golden("due")), Some(TS));
+    assert_eq!(keys::due_entry_of(&golden("due")), Some((TS, ObligationId::AssignmentJudgment(ASG))));
+    assert_eq!(keys::turn_agent_of(&golden("turn")), Some(AG2));
+    assert_eq!(keys::journal_object_of(&golden("journal")), Some(ObjectRef::Thread(TH)));
 }
 
 /// The parts of keys that vary by enum variant, one case per variant.
 #[test]
 fn every_key_part_has_its_golden_layout() {
-    // Obligations as keyed in records (and, after their prefix, in turn, due and object indexes).
-    check_keys(
-        &golden_cases!("obligation key", ObligationId {
-            Response: ObligationId::Response { thread: TH, entry: E, responder: AG2 } => "\
-                010c01000000000000001500000000000000030000000000000008";
-            AssignmentDelivery: ObligationId::AssignmentDelivery(ASG) => "010c02000000000000001f";
-            AssignmentJudgment: ObligationId::AssignmentJudgment(ASG) => "010c03000000000000001f";
-            EngagementDelivery: ObligationId::EngagementDelivery(ENG) => "010c040000000000000033";
-            EngagementJudgment: ObligationId::EngagementJudgment(ENG) => "010c050000000000000033";
-        }),
-        |o| keys::obligation(*o),
-    );
+    // Obligations as keyed in the due index (the same bytes follow the prefix of the turn, object
+    // and record keys); timers decode them.
+    let due = golden_cases!("due key", ObligationId {
+        Response: ObligationId::Response { thread: TH, entry: E, responder: AG2 }
+            => "020300060a24181e400001000000000000001500000000000000030000000000000008";
+        AssignmentDelivery: ObligationId::AssignmentDelivery(ASG) => "020300060a24181e400002000000000000001f";
+        AssignmentJudgment: ObligationId::AssignmentJudgment(ASG) => "020300060a24181e400003000000000000001f";
+        EngagementDelivery: ObligationId::EngagementDelivery(ENG) => "020300060a24181e4000040000000000000033";
+        EngagementJudgment: ObligationId::EngagementJudgment(ENG) => "020300060a24181e4000050000000000000033";
+    });
+    check_keys(&due, |o| keys::due(TS, *o));
+    check_key_decoder(&due, |k| keys::due_entry_of(k).and_then(|(at, o)| (at == TS).then_some(o)));
     // Objects as keyed in journals (and in object obligation and object due indexes).
-    check_keys(
-        &golden_cases!("journal key", ObjectRef {
-            Agent: ObjectRef::Agent(AG) => "0301010000000000000007000000000000006400000002";
-            Memory: ObjectRef::Memory(MEM) => "030102000000000000000b000000000000006400000002";
-            Thread: ObjectRef::Thread(TH) => "0301030000000000000015000000000000006400000002";
-            Task: ObjectRef::Task(TASK) => "0301040000000000000029000000000000006400000002";
-        }),
-        |o| keys::journal(*o, 100, 2),
-    );
+    let journal = golden_cases!("journal key", ObjectRef {
+        Agent: ObjectRef::Agent(AG) => "0301010000000000000007000000000000006400000002";
+        Memory: ObjectRef::Memory(MEM) => "030102000000000000000b000000000000006400000002";
+        Thread: ObjectRef::Thread(TH) => "0301030000000000000015000000000000006400000002";
+        Task: ObjectRef::Task(TASK) => "0301040000000000000029000000000000006400000002";
+    });
+    check_keys(&journal, |o| keys::journal(*o, 100, 2));
+    check_key_decoder(&journal, keys::journal_object_of);
     check_keys(
         &golden_cases!("opportunity key", OpportunityId {
             Assignment: OpportunityId::Assignment(ASG) => "0205000000000000000800060a24181e400001000000000000001f";
