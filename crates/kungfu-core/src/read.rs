@@ -4,11 +4,11 @@
 //! give the same answer (§12). Every read is bounded by a page size from [`Limits`].
 
 use crate::action::ActionKind;
-use crate::decide::obligation_object;
 use crate::keys::{self, Key};
 use crate::limits::Limits;
 use crate::model::*;
-use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
+use crate::state::{IndexRef, Record, StateError, StateExt, StateRead, obligation_object};
+use crate::visibility;
 use kungfu_types::{
     AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, NextStep, ObjectRef, Rejection, Role,
     TaskId, ThreadId, Timestamp, Version,
@@ -175,41 +175,11 @@ pub fn opportunities(
 
 // --- §9 Visibility --------------------------------------------------------------------------------
 
-/// §5: a pinned reference in a context authored by `context_author` is readable (to the context's
-/// readers) when it pins the context author's own Memory, even after withdrawal; a pin of another
-/// agent's Memory only while that Memory is valid and public.
-pub fn pin_readable(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> Result<bool, StateError> {
-    Ok(match state.memory(pin.memory)? {
-        Some(m) if m.author == context_author => true,
-        Some(m) => m.is_valid() && m.is_public(),
-        None => false,
-    })
-}
-
-/// Whether the agent may read a Task's contract layer: its author, its designated judge, or its
-/// audience (DESIGN §9).
-pub fn task_visible_to(
-    state: &dyn StateRead,
-    task: &Task,
-    cv: &ContractVersion,
-    agent: AgentId,
-) -> Result<bool, StateError> {
-    if task.author == agent || cv.contract.judge == Judge::Agent(agent) {
-        return Ok(true);
-    }
-    Ok(match &task.audience {
-        Audience::Open => state.agent(agent)?.is_some(),
-        Audience::Restricted(named) => named.contains(&agent),
-    })
-}
-
+/// The thread and the reader's membership, for a current member (§9); NOT_FOUND otherwise.
 fn current_membership(state: &dyn StateRead, thread: ThreadId, agent: AgentId) -> ReadResult<(Thread, Membership)> {
-    let Some(t) = state.thread(thread)? else {
-        return not_found("thread");
-    };
-    match state.membership(thread, agent)? {
-        Some(m) if m.is_current() => Ok((t, m)),
-        _ => not_found("thread"),
+    match visibility::current_member(state, thread, agent)? {
+        Some((t, m)) => Ok((t, m)),
+        None => not_found("thread"),
     }
 }
 
@@ -235,11 +205,7 @@ pub fn read_memory(
     let Some(m) = state.memory(memory)? else {
         return not_found("memory");
     };
-    let version = if m.author == agent {
-        version.unwrap_or(m.current)
-    } else if m.is_valid() && m.is_public() && version.is_none_or(|v| v == m.current) {
-        m.current
-    } else {
+    let Some(version) = visibility::readable_version(&m, agent, version) else {
         return not_found("memory");
     };
     let Some(v) = state.memory_version(memory, version)? else {
@@ -249,7 +215,7 @@ pub fn read_memory(
 }
 
 fn pinned_content(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> ReadResult<Option<Content>> {
-    if !pin_readable(state, context_author, pin)? {
+    if !visibility::pin_readable(state, context_author, pin)? {
         return Ok(None);
     }
     Ok(state.memory_version(pin.memory, pin.version)?.map(|v| v.content))
@@ -304,7 +270,7 @@ pub fn read_response(
     let Some(mut r) = state.response(thread, seq, responder)? else {
         return not_found("response");
     };
-    if agent != entry.author && agent != responder {
+    if !visibility::handle_note_visible_to(&entry, responder, agent) {
         if let ResponseState::Ended { how: ResponseEnd::Handled { note }, .. } = &mut r.state {
             *note = None;
         }
@@ -345,16 +311,14 @@ pub fn read_task(
     let Some(current) = state.contract_version(task, t.current)? else {
         return not_found("task");
     };
-    if !task_visible_to(state, &t, &current, agent)? {
+    if !visibility::task_visible_to(state, &t, &current, agent)? {
         return not_found("task");
     }
     let contract = match version {
         None => current,
         Some(v) if v == t.current => current,
         Some(v) => {
-            let privileged = t.author == agent
-                || current.contract.judge == Judge::Agent(agent)
-                || bound_version(state, task, agent, v)?;
+            let privileged = visibility::contract_version_readable(state, &t, &current, agent, v)?;
             match (privileged, state.contract_version(task, v)?) {
                 (true, Some(cv)) => cv,
                 _ => return not_found("contract version"),
@@ -390,19 +354,6 @@ pub fn read_referenced_task(
     Ok(ReferencedTask { task, author: t.author, paused: t.paused, contract })
 }
 
-fn bound_version(state: &dyn StateRead, task: TaskId, agent: AgentId, v: Version) -> Result<bool, StateError> {
-    for (_, r) in state.index_refs(&keys::task_engagements(task), usize::MAX)? {
-        if let IndexRef::Engagement(e) = r {
-            if let Some(e) = state.engagement(e)? {
-                if e.agent == agent && e.contract_version == v {
-                    return Ok(true);
-                }
-            }
-        }
-    }
-    Ok(false)
-}
-
 /// An engagement: visible to the engaged agent, its requester (judge) and the Task's author. The
 /// delivered output and a rejection reason only to the engaged agent and the requester (§9).
 pub fn read_engagement(state: &dyn StateRead, agent: AgentId, id: EngagementId) -> ReadResult<Engagement> {
@@ -412,10 +363,10 @@ pub fn read_engagement(state: &dyn StateRead, agent: AgentId, id: EngagementId) 
     let Some(t) = state.task(e.task)? else {
         return not_found("engagement");
     };
-    if agent != e.agent && agent != e.judge && agent != t.author {
+    if !visibility::engagement_visible_to(&e, t.author, agent) {
         return not_found("engagement");
     }
-    if agent != e.agent && agent != e.judge {
+    if !visibility::delivery_visible_to(&e, agent) {
         match &mut e.state {
             EngagementState::Delivered { output, .. } => *output = Content::default(),
             EngagementState::Ended { delivered, outcome, .. } => {
@@ -686,7 +637,7 @@ pub fn working_set(
         let Record::Fact(f) = r else { continue };
         if let (Some(author), Some(e)) = (task_author, engagement_of(&f.fact)) {
             let may_read = match state.engagement(e)? {
-                Some(e) => agent == e.agent || agent == e.judge || agent == author,
+                Some(e) => visibility::engagement_visible_to(&e, author, agent),
                 None => false,
             };
             if !may_read {

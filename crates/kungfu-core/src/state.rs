@@ -7,7 +7,9 @@ use crate::fact::JournaledFact;
 use crate::keys::{self, Key};
 use crate::model::*;
 use crate::receipt::StoredReceipt;
-use kungfu_types::{AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, SecretHash, TaskId, ThreadId, Version};
+use kungfu_types::{
+    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, SecretHash, TaskId, ThreadId, Version,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -324,3 +326,18 @@ pub trait StateExt: StateRead {
 }
 
 impl<T: StateRead + ?Sized> StateExt for T {}
+
+/// The object an obligation belongs to, read from the state: its thread or Task. None when the
+/// assignment or engagement is unknown. `decide` settles that object's deadlines first (L4) and
+/// `read` lists it beside each due obligation.
+pub fn obligation_object(state: &dyn StateRead, id: ObligationId) -> Result<Option<ObjectRef>, StateError> {
+    Ok(match id {
+        ObligationId::Response { thread, .. } => Some(ObjectRef::Thread(thread)),
+        ObligationId::AssignmentDelivery(a) | ObligationId::AssignmentJudgment(a) => {
+            state.assignment(a)?.map(|a| ObjectRef::Thread(a.thread))
+        }
+        ObligationId::EngagementDelivery(e) | ObligationId::EngagementJudgment(e) => {
+            state.engagement(e)?.map(|e| ObjectRef::Task(e.task))
+        }
+    })
+}

@@ -265,20 +265,29 @@ impl World {
 
     fn due_at(&self, id: ObligationId) -> Option<Timestamp> {
         use crate::model::{AssignmentState, EngagementState};
+        // A state that cannot be read fails the test; it is never taken for "nothing due".
+        let assignment = |a| match self.state.assignment(a) {
+            Ok(found) => found,
+            Err(e) => panic!("reading {a}: {e}"),
+        };
+        let engagement = |e| match self.state.engagement(e) {
+            Ok(found) => found,
+            Err(err) => panic!("reading {e}: {err}"),
+        };
         match id {
-            ObligationId::AssignmentDelivery(a) => match self.state.assignment(a).ok()??.state {
+            ObligationId::AssignmentDelivery(a) => match assignment(a)?.state {
                 AssignmentState::Taken { delivery_due, .. } => Some(delivery_due),
                 _ => None,
             },
-            ObligationId::AssignmentJudgment(a) => match self.state.assignment(a).ok()??.state {
+            ObligationId::AssignmentJudgment(a) => match assignment(a)?.state {
                 AssignmentState::Delivered { judgment_due, .. } => Some(judgment_due),
                 _ => None,
             },
-            ObligationId::EngagementDelivery(e) => match self.state.engagement(e).ok()??.state {
+            ObligationId::EngagementDelivery(e) => match engagement(e)?.state {
                 EngagementState::Open { delivery_due } => Some(delivery_due),
                 _ => None,
             },
-            ObligationId::EngagementJudgment(e) => match self.state.engagement(e).ok()??.state {
+            ObligationId::EngagementJudgment(e) => match engagement(e)?.state {
                 EngagementState::Delivered { judgment_due, .. } => Some(judgment_due),
                 _ => None,
             },

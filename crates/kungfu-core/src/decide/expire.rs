@@ -1,0 +1,100 @@
+//! L4 Exits: deadlines settled before an action (the deadline wins), and the system's `Expire`
+//! action, which ends what is due on one obligation's object.
+
+use super::{Cx, Res, reject};
+use crate::fact::{ExpiryResult, Fact};
+use crate::keys;
+use crate::model::*;
+use crate::receipt::ActionResult;
+use crate::state::{IndexRef, StateError, StateExt, StateRead};
+use kungfu_types::{Code, EngagementId, ObjectRef, Timestamp};
+
+/// L4: the system's expiry. The deadlines of the obligation's object were settled before it; a stale
+/// or early expiry ends nothing and is refused like any action without effect (L2); what it did end
+/// was ended by the deadline facts recorded before it.
+pub(super) fn expire(settled: Vec<ObligationId>) -> Res<ActionResult> {
+    if settled.is_empty() {
+        return reject(Code::NoEffect, "nothing is due on that obligation at this time");
+    }
+    Ok(ActionResult::Expired { ended: settled })
+}
+
+/// Ends every obligation of `object` whose deadline is at or before the command's time, each with
+/// exactly one terminal fact (L4, L5). Returns what it ended.
+pub(crate) fn settle_due(cx: &mut Cx<'_>, object: ObjectRef) -> Res<Vec<ObligationId>> {
+    let mut ended = Vec::new();
+    loop {
+        let page = cx.tx.index_refs(&keys::object_due_of(object), 64)?;
+        let mut progressed = false;
+        for (key, r) in page {
+            let IndexRef::Obligation(id) = r else {
+                return Err(StateError::corrupt(&key, "due index entry is not an obligation").into());
+            };
+            // The due time is encoded right after the object in the key; read it from the record.
+            let due_at = due_time(&cx.tx, id)?;
+            let Some(due_at) = due_at else {
+                return Err(StateError::corrupt(&key, "due index names an obligation with no running deadline").into());
+            };
+            if due_at > cx.ts {
+                return Ok(ended);
+            }
+            let result = match id {
+                ObligationId::AssignmentDelivery(_) | ObligationId::EngagementDelivery(_) => ExpiryResult::TimedOut,
+                ObligationId::AssignmentJudgment(_) => ExpiryResult::Undecided,
+                ObligationId::EngagementJudgment(e) => missing_judgment_result(&cx.tx, e)?,
+                ObligationId::Response { .. } => {
+                    return Err(StateError::corrupt(&key, "a response has no deadline").into());
+                }
+            };
+            cx.emit(Fact::DeadlinePassed { obligation: id, object, due_at, result })?;
+            ended.push(id);
+            progressed = true;
+        }
+        if !progressed {
+            return Ok(ended);
+        }
+    }
+}
+
+/// The running deadline of an assignment or engagement obligation, read from the object's state.
+fn due_time(state: &dyn StateRead, id: ObligationId) -> Result<Option<Timestamp>, StateError> {
+    Ok(match id {
+        ObligationId::AssignmentDelivery(a) => match state.assignment(a)?.map(|a| a.state) {
+            Some(AssignmentState::Taken { delivery_due, .. }) => Some(delivery_due),
+            _ => None,
+        },
+        ObligationId::AssignmentJudgment(a) => match state.assignment(a)?.map(|a| a.state) {
+            Some(AssignmentState::Delivered { judgment_due, .. }) => Some(judgment_due),
+            _ => None,
+        },
+        ObligationId::EngagementDelivery(e) => match state.engagement(e)?.map(|e| e.state) {
+            Some(EngagementState::Open { delivery_due }) => Some(delivery_due),
+            _ => None,
+        },
+        ObligationId::EngagementJudgment(e) => match state.engagement(e)?.map(|e| e.state) {
+            Some(EngagementState::Delivered { judgment_due, .. }) => Some(judgment_due),
+            _ => None,
+        },
+        ObligationId::Response { .. } => None,
+    })
+}
+
+/// §7.1: the contract's result when judgment is missing; §7.4: an adoption by default still counts
+/// against the limit, so past the limit the result is undecided.
+fn missing_judgment_result(state: &dyn StateRead, e: EngagementId) -> Result<ExpiryResult, StateError> {
+    let Some(eng) = state.engagement(e)? else {
+        return Ok(ExpiryResult::Undecided);
+    };
+    if eng.on_missing_judgment != MissingJudgment::Adopted {
+        return Ok(ExpiryResult::Undecided);
+    }
+    let Some(task) = state.task(eng.task)? else {
+        return Ok(ExpiryResult::Undecided);
+    };
+    // Existing engagements are judged against the contract version they bound (§7.1).
+    let limit = state.contract_version(eng.task, eng.contract_version)?.and_then(|cv| cv.contract.max_adoptions);
+    Ok(match limit {
+        Some(l) if task.adopted >= l => ExpiryResult::Undecided,
+        _ => ExpiryResult::Adopted,
+    })
+}
