@@ -251,7 +251,12 @@ pub fn timeline(
     current_membership(state, thread, agent)?;
     let after_key = after.map(|s| keys::entry(thread, s));
     let rows = state.scan(&keys::entries_of(thread), after_key.as_deref(), limits.page_size(page_size))?;
-    Ok(rows.into_iter().filter_map(|(_, r)| if let Record::Entry(e) = r { Some(e) } else { None }).collect())
+    rows.into_iter()
+        .map(|(key, r)| match r {
+            Record::Entry(e) => Ok(e),
+            _ => Err(StateError::corrupt(&key, "expected an entry").into()),
+        })
+        .collect()
 }
 
 /// One response as a member sees it: the handle note only for the entry's author and the
@@ -511,14 +516,15 @@ pub fn working_set(
         ObjectRef::Thread(id) => {
             let (t, me) = current_membership(state, id, agent)?;
             role = Some(me.role);
-            let members: Vec<(AgentId, Role)> = state
-                .scan_all(&keys::memberships_of(id))?
-                .into_iter()
-                .filter_map(|(_, r)| match r {
-                    Record::Membership(m) if m.is_current() => Some((m.agent, m.role)),
-                    _ => None,
-                })
-                .collect();
+            let mut members: Vec<(AgentId, Role)> = Vec::new();
+            for (key, r) in state.scan_all(&keys::memberships_of(id))? {
+                let Record::Membership(m) = r else {
+                    return Err(StateError::corrupt(&key, "expected a membership").into());
+                };
+                if m.is_current() {
+                    members.push((m.agent, m.role));
+                }
+            }
             let sole_governor = me.role == Role::Governor && t.governors == 1;
             if t.is_open() {
                 if me.role.may_speak() {
@@ -540,16 +546,16 @@ pub fn working_set(
                 available.push(ActionKind::Leave);
             }
             // Assignments open to this agent here: take what is addressed to it, void what it created.
-            for (_, r) in state.index_refs(&keys::live_assignments_of(id, agent), limits.max_page_size)? {
-                if let IndexRef::Assignment(a) = r {
-                    if let Some(a) = state.assignment(a)? {
-                        if a.addressee == agent && a.state == AssignmentState::Open && t.is_open() {
-                            push_once(&mut available, ActionKind::TakeAssignment);
-                        }
-                        if a.creator == agent {
-                            push_once(&mut available, ActionKind::VoidAssignment);
-                        }
-                    }
+            for (key, r) in state.index_refs(&keys::live_assignments_of(id, agent), limits.max_page_size)? {
+                let IndexRef::Assignment(a) = r else {
+                    return Err(StateError::corrupt(&key, "expected an assignment").into());
+                };
+                let a = state.assignment(a)?.ok_or_else(|| StateError::corrupt(&key, "names a missing assignment"))?;
+                if a.addressee == agent && a.state == AssignmentState::Open && t.is_open() {
+                    push_once(&mut available, ActionKind::TakeAssignment);
+                }
+                if a.creator == agent {
+                    push_once(&mut available, ActionKind::VoidAssignment);
                 }
             }
             let grant = if me.role == Role::Governor {
@@ -592,31 +598,25 @@ pub fn working_set(
     // The agent's obligations on this object, with the actions that discharge them.
     let mut obligations = Vec::new();
     if matches!(object, ObjectRef::Thread(_) | ObjectRef::Task(_)) {
-        for (_, r) in state.index_refs(&keys::object_obligations_of(object, agent), limits.max_page_size)? {
-            if let IndexRef::Obligation(id) = r {
-                if let Some(o) = state.obligation(id)? {
-                    let item = turn_item(&o, now);
-                    let kinds: &[ActionKind] = match id {
-                        ObligationId::Response { .. } => &[ActionKind::Post, ActionKind::Handle],
-                        ObligationId::AssignmentDelivery(_) => {
-                            &[ActionKind::DeliverAssignment, ActionKind::DropAssignment]
-                        }
-                        ObligationId::AssignmentJudgment(_) => {
-                            &[ActionKind::AdoptAssignment, ActionKind::RejectAssignment]
-                        }
-                        ObligationId::EngagementDelivery(_) => &[ActionKind::DeliverTask, ActionKind::DropEngagement],
-                        ObligationId::EngagementJudgment(_) => {
-                            &[ActionKind::AdoptEngagement, ActionKind::RejectEngagement]
-                        }
-                    };
-                    if item.next != NextStep::Wait {
-                        for k in kinds {
-                            push_once(&mut available, *k);
-                        }
-                    }
-                    obligations.push(item);
+        for (key, r) in state.index_refs(&keys::object_obligations_of(object, agent), limits.max_page_size)? {
+            let IndexRef::Obligation(id) = r else {
+                return Err(StateError::corrupt(&key, "expected an obligation").into());
+            };
+            let o = state.obligation(id)?.ok_or_else(|| StateError::corrupt(&key, "names a missing obligation"))?;
+            let item = turn_item(&o, now);
+            let kinds: &[ActionKind] = match id {
+                ObligationId::Response { .. } => &[ActionKind::Post, ActionKind::Handle],
+                ObligationId::AssignmentDelivery(_) => &[ActionKind::DeliverAssignment, ActionKind::DropAssignment],
+                ObligationId::AssignmentJudgment(_) => &[ActionKind::AdoptAssignment, ActionKind::RejectAssignment],
+                ObligationId::EngagementDelivery(_) => &[ActionKind::DeliverTask, ActionKind::DropEngagement],
+                ObligationId::EngagementJudgment(_) => &[ActionKind::AdoptEngagement, ActionKind::RejectEngagement],
+            };
+            if item.next != NextStep::Wait {
+                for k in kinds {
+                    push_once(&mut available, *k);
                 }
             }
+            obligations.push(item);
         }
         obligations.sort_by_key(|o| (o.arose_at, o.obligation));
     }
@@ -630,16 +630,16 @@ pub fn working_set(
     };
     let mut history = Vec::new();
     let scan = limits.history_digest_len.saturating_mul(if task_author.is_some() { 8 } else { 1 });
-    for (_, r) in state.scan_rev(&keys::journal_of(object), None, scan)? {
+    for (key, r) in state.scan_rev(&keys::journal_of(object), None, scan)? {
         if history.len() >= limits.history_digest_len {
             break;
         }
-        let Record::Fact(f) = r else { continue };
+        let Record::Fact(f) = r else {
+            return Err(StateError::corrupt(&key, "expected a fact").into());
+        };
         if let (Some(author), Some(e)) = (task_author, engagement_of(&f.fact)) {
-            let may_read = match state.engagement(e)? {
-                Some(e) => visibility::engagement_visible_to(&e, author, agent),
-                None => false,
-            };
+            let e = state.engagement(e)?.ok_or_else(|| StateError::corrupt(&key, "names a missing engagement"))?;
+            let may_read = visibility::engagement_visible_to(&e, author, agent);
             if !may_read {
                 continue;
             }
@@ -701,10 +701,11 @@ pub fn due_obligations(
 ) -> Result<Vec<(Key, ObligationId, Option<ObjectRef>)>, StateError> {
     let mut out = Vec::new();
     for (k, r) in state.scan(&keys::due_all(), after, limit)? {
-        if let Record::Ref(IndexRef::Obligation(id)) = r {
-            let object = obligation_object(state, id)?;
-            out.push((k, id, object));
-        }
+        let Record::Ref(IndexRef::Obligation(id)) = r else {
+            return Err(StateError::corrupt(&k, "due index entry is not an obligation"));
+        };
+        let object = obligation_object(state, id)?;
+        out.push((k, id, object));
     }
     Ok(out)
 }

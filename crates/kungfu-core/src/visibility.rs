@@ -101,13 +101,13 @@ pub fn contract_version_readable(
 
 /// Whether one of the agent's engagements with the Task bound contract version `v`.
 fn bound_version(state: &dyn StateRead, task: TaskId, agent: AgentId, v: Version) -> Result<bool, StateError> {
-    for (_, r) in state.index_refs(&keys::task_engagements(task), usize::MAX)? {
-        if let IndexRef::Engagement(e) = r {
-            if let Some(e) = state.engagement(e)? {
-                if e.agent == agent && e.contract_version == v {
-                    return Ok(true);
-                }
-            }
+    for (key, r) in state.index_refs(&keys::task_engagements(task), usize::MAX)? {
+        let IndexRef::Engagement(e) = r else {
+            return Err(StateError::corrupt(&key, "expected an engagement"));
+        };
+        let e = state.engagement(e)?.ok_or_else(|| StateError::corrupt(&key, "names a missing engagement"))?;
+        if e.agent == agent && e.contract_version == v {
+            return Ok(true);
         }
     }
     Ok(false)

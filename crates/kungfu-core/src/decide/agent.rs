@@ -34,9 +34,9 @@ pub(super) fn deactivate(cx: &mut Cx<'_>, agent: AgentId) -> Res<ActionResult> {
     // closes with the effects of §6.5, all in one fact.
     let mut memberships_ended = Vec::new();
     let mut threads_closed = Vec::new();
-    for (_, r) in cx.tx.index_refs(&keys::agent_threads(agent), usize::MAX)? {
+    for (key, r) in cx.tx.index_refs(&keys::agent_threads(agent), usize::MAX)? {
         let IndexRef::Thread(thread) = r else {
-            continue;
+            return Err(StateError::corrupt(&key, "an agent's thread index names no thread").into());
         };
         memberships_ended.push(thread);
         let t = cx.tx.thread(thread)?.ok_or_else(|| StateError::corrupt(&keys::thread(thread), "missing"))?;

@@ -82,17 +82,19 @@ fn due_time(state: &dyn StateRead, id: ObligationId) -> Result<Option<Timestamp>
 /// §7.1: the contract's result when judgment is missing; §7.4: an adoption by default still counts
 /// against the limit, so past the limit the result is undecided.
 fn missing_judgment_result(state: &dyn StateRead, e: EngagementId) -> Result<ExpiryResult, StateError> {
-    let Some(eng) = state.engagement(e)? else {
-        return Ok(ExpiryResult::Undecided);
-    };
+    // The due index named this engagement, so it, its Task and its bound contract version exist; a
+    // missing one is corruption, never a default result.
+    let eng = state.engagement(e)?.ok_or_else(|| StateError::corrupt(&keys::engagement(e), "missing"))?;
     if eng.on_missing_judgment != MissingJudgment::Adopted {
         return Ok(ExpiryResult::Undecided);
     }
-    let Some(task) = state.task(eng.task)? else {
-        return Ok(ExpiryResult::Undecided);
-    };
+    let task = state.task(eng.task)?.ok_or_else(|| StateError::corrupt(&keys::task(eng.task), "missing"))?;
     // Existing engagements are judged against the contract version they bound (§7.1).
-    let limit = state.contract_version(eng.task, eng.contract_version)?.and_then(|cv| cv.contract.max_adoptions);
+    let limit = state
+        .contract_version(eng.task, eng.contract_version)?
+        .ok_or_else(|| StateError::corrupt(&keys::contract_version(eng.task, eng.contract_version), "missing"))?
+        .contract
+        .max_adoptions;
     Ok(match limit {
         Some(l) if task.adopted >= l => ExpiryResult::Undecided,
         _ => ExpiryResult::Adopted,

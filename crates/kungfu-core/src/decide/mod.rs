@@ -259,8 +259,11 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
         DeactivateAgent { agent } => state
             .index_refs(&keys::agent_threads(*agent), usize::MAX)?
             .into_iter()
-            .filter_map(|(_, r)| if let IndexRef::Thread(t) = r { Some(ObjectRef::Thread(t)) } else { None })
-            .collect(),
+            .map(|(key, r)| match r {
+                IndexRef::Thread(t) => Ok(ObjectRef::Thread(t)),
+                _ => Err(StateError::corrupt(&key, "an agent's thread index names no thread")),
+            })
+            .collect::<Result<_, _>>()?,
         Expire { obligation, .. } => obligation_object(state, *obligation)?.into_iter().collect(),
         RegisterAgent { .. }
         | CreateMemory { .. }

@@ -7,7 +7,7 @@ use crate::fact::Fact;
 use crate::keys;
 use crate::model::*;
 use crate::receipt::{ActionResult, GrantReceipt};
-use crate::state::{IndexRef, StateError, StateExt};
+use crate::state::{IndexRef, Record, StateError, StateExt};
 use kungfu_types::{AgentId, Code, Content, EntrySeq, Role, TaskId, ThreadId};
 use std::collections::BTreeSet;
 
@@ -267,15 +267,15 @@ pub(super) fn post(
         }
     } else {
         // Rule 3: exactly two members who may speak: the other one. Rule 4: otherwise nobody.
-        let speakers: Vec<AgentId> = cx
-            .tx
-            .scan_all(&keys::memberships_of(thread))?
-            .into_iter()
-            .filter_map(|(_, r)| match r {
-                crate::state::Record::Membership(m) if m.may_speak() => Some(m.agent),
-                _ => None,
-            })
-            .collect();
+        let mut speakers: Vec<AgentId> = Vec::new();
+        for (key, r) in cx.tx.scan_all(&keys::memberships_of(thread))? {
+            let Record::Membership(m) = r else {
+                return Err(StateError::corrupt(&key, "expected a membership").into());
+            };
+            if m.may_speak() {
+                speakers.push(m.agent);
+            }
+        }
         if speakers.len() == 2 && speakers.contains(&me) {
             speakers.into_iter().filter(|a| *a != me).collect()
         } else {
@@ -342,11 +342,12 @@ pub(super) fn retract(cx: &mut Cx<'_>, me: AgentId, thread: ThreadId, entry: Ent
         return reject(Code::NotAuthor, "only the entry's author may retract its request");
     }
     let mut pending = 0u32;
-    for (_, r) in cx.tx.scan_all(&keys::responses_to(thread, entry))? {
-        if let crate::state::Record::Response(r) = r {
-            if r.state == ResponseState::Pending {
-                pending += 1;
-            }
+    for (key, r) in cx.tx.scan_all(&keys::responses_to(thread, entry))? {
+        let Record::Response(r) = r else {
+            return Err(StateError::corrupt(&key, "expected a response").into());
+        };
+        if r.state == ResponseState::Pending {
+            pending += 1;
         }
     }
     if pending == 0 {

@@ -183,11 +183,12 @@ pub(super) fn handled(
 /// §6.3: an entry's request retracted.
 pub(super) fn retracted(tx: &mut Tx<'_>, thread: ThreadId, entry: EntrySeq, at: Timestamp) -> Result<(), StateError> {
     // §6.3: retraction ends all pending responses the entry created; given ones stay.
-    for (_, rec) in tx.scan_all(&keys::responses_to(thread, entry))? {
-        if let Record::Response(r) = rec {
-            if r.state == ResponseState::Pending {
-                end_response(tx, r, ResponseEnd::Retracted, at)?;
-            }
+    for (key, rec) in tx.scan_all(&keys::responses_to(thread, entry))? {
+        let Record::Response(r) = rec else {
+            return Err(StateError::corrupt(&key, "expected a response"));
+        };
+        if r.state == ResponseState::Pending {
+            end_response(tx, r, ResponseEnd::Retracted, at)?;
         }
     }
     Ok(())
@@ -208,10 +209,15 @@ fn end_responses_of(
     how: ResponseEnd,
     at: Timestamp,
 ) -> Result<(), StateError> {
-    for (_, r) in tx.index_refs(&keys::object_obligations_of(ObjectRef::Thread(thread), agent), usize::MAX)? {
-        if let IndexRef::Obligation(ObligationId::Response { thread, entry, responder }) = r {
-            let resp = need(tx.response(thread, entry, responder)?, "response")?;
-            end_response(tx, resp, how.clone(), at)?;
+    for (key, r) in tx.index_refs(&keys::object_obligations_of(ObjectRef::Thread(thread), agent), usize::MAX)? {
+        match r {
+            IndexRef::Obligation(ObligationId::Response { thread, entry, responder }) => {
+                let resp = need(tx.response(thread, entry, responder)?, "response")?;
+                end_response(tx, resp, how.clone(), at)?;
+            }
+            // Deliveries and judgments are not responses; they stay.
+            IndexRef::Obligation(_) => {}
+            _ => return Err(StateError::corrupt(&key, "expected an obligation")),
         }
     }
     Ok(())
@@ -280,7 +286,7 @@ pub(super) fn end_membership(
     }
     // The member's pending responses end, and for assignments it created that are already
     // delivered, its right to judge is forfeited: they settle as undecided at their deadline.
-    for (_, r) in tx.index_refs(&keys::object_obligations_of(ObjectRef::Thread(thread), agent), usize::MAX)? {
+    for (key, r) in tx.index_refs(&keys::object_obligations_of(ObjectRef::Thread(thread), agent), usize::MAX)? {
         match r {
             IndexRef::Obligation(ObligationId::Response { thread, entry, responder }) => {
                 let resp = need(tx.response(thread, entry, responder)?, "response")?;
@@ -293,16 +299,18 @@ pub(super) fn end_membership(
                 put_assignment(tx, asg);
             }
             // Delivery obligations belong to undelivered assignments, voided just below.
-            _ => {}
+            IndexRef::Obligation(_) => {}
+            _ => return Err(StateError::corrupt(&key, "expected an obligation")),
         }
     }
     // Assignments it took (or that are addressed to it) and has not delivered are voided;
     // assignments it created and that are not yet delivered are voided.
-    for (_, r) in tx.index_refs(&keys::live_assignments_of(thread, agent), usize::MAX)? {
-        if let IndexRef::Assignment(a) = r {
-            let asg = need(tx.assignment(a)?, "assignment")?;
-            end_undelivered_assignment(tx, asg, AssignmentOutcome::Voided, at)?;
-        }
+    for (key, r) in tx.index_refs(&keys::live_assignments_of(thread, agent), usize::MAX)? {
+        let IndexRef::Assignment(a) = r else {
+            return Err(StateError::corrupt(&key, "expected an assignment"));
+        };
+        let asg = need(tx.assignment(a)?, "assignment")?;
+        end_undelivered_assignment(tx, asg, AssignmentOutcome::Voided, at)?;
     }
     Ok(())
 }
@@ -320,29 +328,36 @@ pub(super) fn close_thread(tx: &mut Tx<'_>, thread: ThreadId, at: Timestamp) -> 
     }
     put_thread(tx, t);
     // Memberships remain; they no longer count as open threads of their holders.
-    for (_, rec) in tx.scan_all(&keys::memberships_of(thread))? {
-        if let Record::Membership(m) = rec {
-            if m.is_current() {
-                let mut a = need(tx.agent(m.agent)?, "agent")?;
-                a.open_threads -= 1;
-                put_agent(tx, a);
-            }
+    for (key, rec) in tx.scan_all(&keys::memberships_of(thread))? {
+        let Record::Membership(m) = rec else {
+            return Err(StateError::corrupt(&key, "expected a membership"));
+        };
+        if m.is_current() {
+            let mut a = need(tx.agent(m.agent)?, "agent")?;
+            a.open_threads -= 1;
+            put_agent(tx, a);
         }
     }
     // All pending responses end.
-    for (_, r) in tx.index_refs(&keys::object_obligations(ObjectRef::Thread(thread)), usize::MAX)? {
-        if let IndexRef::Obligation(ObligationId::Response { thread, entry, responder }) = r {
-            let resp = need(tx.response(thread, entry, responder)?, "response")?;
-            end_response(tx, resp, ResponseEnd::ThreadClosed, at)?;
+    for (key, r) in tx.index_refs(&keys::object_obligations(ObjectRef::Thread(thread)), usize::MAX)? {
+        match r {
+            IndexRef::Obligation(ObligationId::Response { thread, entry, responder }) => {
+                let resp = need(tx.response(thread, entry, responder)?, "response")?;
+                end_response(tx, resp, ResponseEnd::ThreadClosed, at)?;
+            }
+            // Deliveries end with their assignments just below; judgments keep their deadlines.
+            IndexRef::Obligation(_) => {}
+            _ => return Err(StateError::corrupt(&key, "expected an obligation")),
         }
     }
     // Undelivered assignments are voided; delivered ones keep their judgment deadlines.
-    for (_, r) in tx.index_refs(&keys::live_assignments(thread), usize::MAX)? {
-        if let IndexRef::Assignment(a) = r {
-            let asg = need(tx.assignment(a)?, "assignment")?;
-            if asg.state.is_undelivered() {
-                end_undelivered_assignment(tx, asg, AssignmentOutcome::Voided, at)?;
-            }
+    for (key, r) in tx.index_refs(&keys::live_assignments(thread), usize::MAX)? {
+        let IndexRef::Assignment(a) = r else {
+            return Err(StateError::corrupt(&key, "expected an assignment"));
+        };
+        let asg = need(tx.assignment(a)?, "assignment")?;
+        if asg.state.is_undelivered() {
+            end_undelivered_assignment(tx, asg, AssignmentOutcome::Voided, at)?;
         }
     }
     Ok(())
