@@ -86,6 +86,81 @@ pub enum Command {
     Dev(DevCmd),
     /// Run a scripted session of four agents against a running node and tell what happens.
     Demo,
+    /// End-to-end benchmarks through the public API against a fresh local cluster of `kungfud`
+    /// processes that the command starts, and kills and removes at the end. Use release builds:
+    /// `cargo build --release --bin kungfu --bin kungfud`.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+/// The local cluster a benchmark starts for itself.
+#[derive(Debug, Args, Clone)]
+pub struct BenchCluster {
+    /// How many `kungfud` nodes to start.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub nodes: u16,
+    /// The `kungfud` binary; default: $KUNGFUD, else next to `kungfu`, else on PATH. Use a release
+    /// build.
+    #[arg(long)]
+    pub kungfud: Option<String>,
+    /// The directory under which the run makes its own new directory for configs, data and logs
+    /// (removed at the end); default: the system's temporary directory.
+    #[arg(long)]
+    pub data_dir: Option<String>,
+    /// The API port of node 1 (node N listens on BASE+N-1, its raft service on BASE+100+N-1);
+    /// default: free ports chosen by the system.
+    #[arg(long)]
+    pub base_port: Option<u16>,
+    /// Keep the run's directory (configs, data, logs) instead of removing it; its path is printed.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCmd {
+    /// `--count` delivery deadlines that all fall due within one second and are never delivered:
+    /// how late the server's deadline scheduler ends each one, measured from the recorded facts.
+    Deadlines {
+        #[command(flatten)]
+        cluster: BenchCluster,
+        /// How many obligations (taken assignments) fall due.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        count: u64,
+        /// Seconds from the start to T, the start of the second in which every deadline falls due.
+        /// The time until 1.2 s before T is halved: creating every assignment, then taking them at
+        /// a steady pace. Default: 4 s plus 1 s per 200 obligations.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(2..=3600))]
+        window_secs: Option<u64>,
+        /// Concurrent client tasks creating and taking the assignments.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        concurrency: u64,
+        /// SIGKILL the leader's process 0.5 s before T and restart it once every deadline has
+        /// passed: the lateness across a leader's death.
+        #[arg(long)]
+        kill_leader: bool,
+    },
+    /// Writers posting entries as fast as the cluster answers, each to its own thread or all to
+    /// one shared thread: operations per second and the latency of each write.
+    Write {
+        #[command(flatten)]
+        cluster: BenchCluster,
+        /// How many writers (agents), each with one write in flight at a time.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        writers: u64,
+        /// How many client connections the writers share.
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        connections: u64,
+        /// How long the writers write, in seconds.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        seconds: u64,
+        /// All writers post to one shared thread (at most 256 writers: the members limit) instead
+        /// of each to its own.
+        #[arg(long)]
+        shared_thread: bool,
+        /// The size of each entry's content, in bytes.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=262_144))]
+        entry_bytes: u64,
+    },
 }
 
 /// Where the local cluster of `kungfu dev` keeps its files.

@@ -77,7 +77,10 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Thread(c) => thread(&ctx, c).await,
         Command::Assignment(c) => assignment(&ctx, c).await,
         Command::Task(c) => task(&ctx, c).await,
-        Command::Dev(_) | Command::Demo => Err(CliError::other("dev and demo are handled before connecting")),
+        // `bench` runs on its own runtime and never reaches here (main.rs).
+        Command::Dev(_) | Command::Demo | Command::Bench(_) => {
+            Err(CliError::other("dev, demo and bench are handled before connecting"))
+        }
         Command::Watch(c) => watch(&ctx, c).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
     }

@@ -1,0 +1,343 @@
+//! The fresh local cluster one benchmark run starts for itself: `kungfud` processes on loopback,
+//! in a new directory of their own, killed and removed when the [`Cluster`] is dropped — at the
+//! end of the run, on an error, and when the run is interrupted (the caller drops it on Ctrl-C).
+//!
+//! Each node runs in its own process group, so a Ctrl-C in the terminal reaches only `kungfu`,
+//! which then kills the nodes itself. Nodes are stopped with SIGKILL: their data is removed
+//! anyway, and a kill cannot hang. The per-agent rate limits are off (`[rate_limits]` all 0): a
+//! benchmark's agents write far faster than the defaults allow one agent, on purpose; every other
+//! setting is the server's default.
+
+use crate::cli::BenchCluster;
+use crate::error::CliError;
+use kungfu_client::{Client, ClientOptions, pb};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long the cluster may take to elect a leader that every node knows.
+pub const ELECT_BOUND: Duration = Duration::from_secs(30);
+
+/// One node: its id, addresses, files and process (None while killed).
+#[derive(Debug)]
+struct Node {
+    id: u16,
+    api: String,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A running local cluster. Dropping it kills every node and removes its directory (unless kept).
+#[derive(Debug)]
+pub struct Cluster {
+    dir: PathBuf,
+    binary: PathBuf,
+    token: String,
+    nodes: Vec<Node>,
+    keep: bool,
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> CliError {
+    CliError::other(format!("cannot {what} {}: {e}", path.display()))
+}
+
+/// `count` API ports and `count` raft ports: from `base` (checked free), or chosen by the system.
+fn ports(count: u16, base: Option<u16>) -> Result<Vec<(u16, u16)>, CliError> {
+    if let Some(base) = base {
+        if base < 1024 || u32::from(base) + 100 + u32::from(count) > 65535 {
+            return Err(CliError::usage(format!(
+                "--base-port {base} leaves no room for {count} API ports and {count} raft ports (BASE+100…) below 65536"
+            )));
+        }
+        let pairs: Vec<(u16, u16)> = (0..count).map(|i| (base + i, base + 100 + i)).collect();
+        for (i, (api, raft)) in pairs.iter().enumerate() {
+            for port in [api, raft] {
+                if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", *port)) {
+                    return Err(CliError::usage(format!(
+                        "127.0.0.1:{port} (node {}) is not free: {e}; choose other ports with --base-port, or leave it out",
+                        i + 1
+                    )));
+                }
+            }
+        }
+        return Ok(pairs);
+    }
+    // Hold every listener until all ports are chosen, so no port is handed out twice; the nodes
+    // bind them a moment later (another program could take one in between: the node then exits
+    // at start and its log says so).
+    let mut held = Vec::new();
+    for _ in 0..2 * count {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| CliError::other(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+        let port = l.local_addr().map_err(|e| CliError::other(format!("cannot read a bound port: {e}")))?.port();
+        held.push((l, port));
+    }
+    let ports: Vec<u16> = held.iter().map(|(_, p)| *p).collect();
+    Ok((0..usize::from(count)).map(|i| (ports[2 * i], ports[2 * i + 1])).collect())
+}
+
+/// The config of one node: the shape of `cluster-config/three/`, rate limits off.
+fn config_text(id: u16, all: &[(u16, String, String)], data: &Path, token: &str) -> String {
+    let (_, api, raft) = &all[usize::from(id) - 1];
+    let mut text = format!(
+        "# Node {id} of a {n}-node cluster written by `kungfu bench`; removed with its data at the end.\n\
+         node_id = {id}\n\
+         cluster_id = \"kungfu-bench\"\n\
+         data_dir = \"{data}\"\n\
+         api_listen = \"{api}\"\n\
+         raft_listen = \"{raft}\"\n\
+         bootstrap = true\n\
+         operator_token = \"{token}\"\n\n\
+         # A benchmark's agents write faster than one agent may by default.\n\
+         [rate_limits]\n\
+         writes_per_second_per_agent = 0\n\
+         reads_per_second_per_agent = 0\n\
+         registrations_per_minute_per_ip = 0\n",
+        n = all.len(),
+        data = data.display(),
+    );
+    if all.len() > 1 {
+        for (peer, api, raft) in all {
+            text.push_str(&format!("\n[[peers]]\nid = {peer}\nraft = \"{raft}\"\napi = \"{api}\"\n"));
+        }
+    }
+    text
+}
+
+/// The last `n` lines of a log file.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+impl Cluster {
+    /// Writes the configs into a new directory under `--data-dir` (or the temporary directory),
+    /// starts every node and waits (at most [`ELECT_BOUND`]) until a leader serves and every node
+    /// knows it.
+    pub async fn start(opts: &BenchCluster, binary: PathBuf) -> Result<Cluster, CliError> {
+        let parent = match &opts.data_dir {
+            Some(d) => PathBuf::from(d),
+            None => std::env::temp_dir(),
+        };
+        std::fs::create_dir_all(&parent).map_err(|e| io_error("create", &parent, e))?;
+        let parent = parent.canonicalize().map_err(|e| io_error("resolve", &parent, e))?;
+        let tag = kungfu_client::new_idempotency_key()?;
+        let dir = parent.join(format!("kungfu-bench-{}-{}", std::process::id(), &tag[4..12]));
+        std::fs::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
+        let token = format!("bench-{}", tag.trim_start_matches("sdk-"));
+        // From here on, dropping `cluster` removes the directory and kills what started.
+        let mut cluster = Cluster { dir, binary, token, nodes: Vec::new(), keep: opts.keep };
+        let addrs: Vec<(u16, String, String)> = ports(opts.nodes, opts.base_port)?
+            .into_iter()
+            .zip(1..)
+            .map(|((api, raft), id)| (id, format!("127.0.0.1:{api}"), format!("127.0.0.1:{raft}")))
+            .collect();
+        for (id, api, _) in &addrs {
+            let config = cluster.dir.join(format!("node{id}.toml"));
+            let data = cluster.dir.join(format!("node{id}"));
+            std::fs::write(&config, config_text(*id, &addrs, &data, &cluster.token))
+                .map_err(|e| io_error("write", &config, e))?;
+            let log = cluster.dir.join(format!("node{id}.log"));
+            cluster.nodes.push(Node { id: *id, api: api.clone(), config, log, child: None });
+        }
+        for id in 1..=opts.nodes {
+            cluster.spawn(id)?;
+        }
+        cluster.wait_for_leader(ELECT_BOUND).await?;
+        Ok(cluster)
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every node's API address, in node order.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.api.clone()).collect()
+    }
+
+    /// The endpoints with the given node's first: clients start there, so a call goes to the
+    /// leader directly rather than through a follower's forwarding.
+    pub fn endpoints_from(&self, first: u16) -> Vec<String> {
+        let mut all = self.endpoints();
+        if let Some(i) = self.nodes.iter().position(|n| n.id == first) {
+            let e = all.remove(i);
+            all.insert(0, e);
+        }
+        all
+    }
+
+    fn node(&mut self, id: u16) -> Result<&mut Node, CliError> {
+        self.nodes.iter_mut().find(|n| n.id == id).ok_or_else(|| CliError::other(format!("no node {id}")))
+    }
+
+    /// Starts node `id`'s process, appending to its log.
+    fn spawn(&mut self, id: u16) -> Result<(), CliError> {
+        let binary = self.binary.clone();
+        let dir = self.dir.clone();
+        let node = self.node(id)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .map_err(|e| io_error("open", &node.log, e))?;
+        let log_err = log.try_clone().map_err(|e| io_error("open", &node.log, e))?;
+        let child = Command::new(&binary)
+            .arg("--config")
+            .arg(&node.config)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .process_group(0)
+            .spawn()
+            .map_err(|e| CliError::other(format!("cannot start {}: {e}", binary.display())))?;
+        node.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL node `id` (a crash: no clean shutdown) and reap it.
+    pub fn kill(&mut self, id: u16) -> Result<(), CliError> {
+        if let Some(mut child) = self.node(id)?.child.take() {
+            // A process that already exited is what we want; reaping it is all that is left.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        Ok(())
+    }
+
+    /// Starts node `id` again on its data (after [`Cluster::kill`]).
+    pub fn restart(&mut self, id: u16) -> Result<(), CliError> {
+        self.spawn(id)
+    }
+
+    /// A client of node `id` alone, with the operator token: admin calls are never forwarded,
+    /// so this is how one node's own view is read.
+    pub async fn admin(&self, id: u16, timeout: Duration) -> Result<Client, CliError> {
+        let api = self.nodes.iter().find(|n| n.id == id).map(|n| n.api.clone());
+        let api = api.ok_or_else(|| CliError::other(format!("no node {id}")))?;
+        let options = ClientOptions { max_retries: 0, call_timeout: timeout, ..ClientOptions::default() };
+        Ok(Client::connect(vec![api], Some(self.token.clone()), options).await?)
+    }
+
+    /// One node's `ClusterStatus`, or None when it does not answer within a second.
+    pub async fn status(&self, id: u16) -> Option<pb::ClusterStatusResponse> {
+        let client = self.admin(id, Duration::from_secs(1)).await.ok()?;
+        client.cluster_status(pb::ClusterStatusRequest {}).await.ok()
+    }
+
+    /// The node that answers as leader now, with its status; None when none does.
+    pub async fn leader(&self) -> Option<(u16, pb::ClusterStatusResponse)> {
+        for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+            if let Some(s) = self.status(node.id).await {
+                if s.role == pb::RaftRole::Leader as i32 {
+                    return Some((node.id, s));
+                }
+            }
+        }
+        None
+    }
+
+    /// An error when a node that should run has exited, naming it and showing the end of its log.
+    fn check_running(&mut self) -> Result<(), CliError> {
+        for node in &mut self.nodes {
+            let Some(child) = node.child.as_mut() else { continue };
+            if let Ok(Some(status)) = child.try_wait() {
+                node.child = None;
+                return Err(CliError::other(format!(
+                    "node {} exited ({status}); its log ({}) ends:\n{}",
+                    node.id,
+                    node.log.display(),
+                    tail(&node.log, 15)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until one node leads and every running node names it as leader; returns its id.
+    pub async fn wait_for_leader(&mut self, bound: Duration) -> Result<u16, CliError> {
+        let start = Instant::now();
+        loop {
+            self.check_running()?;
+            if let Some((id, _)) = self.leader().await {
+                let mut all_know = true;
+                for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+                    let known = self.status(node.id).await.and_then(|s| s.leader_id);
+                    all_know &= known == Some(u64::from(id));
+                }
+                if all_know {
+                    return Ok(id);
+                }
+            }
+            if start.elapsed() > bound {
+                let logs: Vec<String> = self.nodes.iter().map(|n| n.log.display().to_string()).collect();
+                return Err(CliError::other(format!(
+                    "the cluster did not elect a leader that every node knows within {}s; see the logs ({}){}",
+                    bound.as_secs(),
+                    logs.join(", "),
+                    if self.keep { "" } else { " (pass --keep to keep them)" }
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                // Gone already is fine: all that matters is that nothing is left running.
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if self.keep {
+            eprintln!("bench: kept configs, data and logs in {}", self.dir.display());
+        } else if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("bench: could not remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chosen_ports_are_distinct() {
+        let pairs = ports(3, None).expect("ports");
+        let mut all: Vec<u16> = pairs.iter().flat_map(|(a, r)| [*a, *r]).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 6);
+    }
+
+    #[test]
+    fn a_base_port_that_is_taken_is_refused_naming_it() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = held.local_addr().expect("addr").port();
+        let err = ports(1, Some(port)).expect_err("the port is held");
+        assert!(err.message.contains(&format!("127.0.0.1:{port}")), "{}", err.message);
+        assert!(err.message.contains("not free"), "{}", err.message);
+    }
+
+    #[test]
+    fn configs_turn_rate_limits_off_and_name_peers_only_in_a_cluster() {
+        let all = vec![(1, "127.0.0.1:1".to_string(), "127.0.0.1:2".to_string())];
+        let one = config_text(1, &all, Path::new("/d/node1"), "bench-token-0123456789");
+        assert!(one.contains("writes_per_second_per_agent = 0"));
+        assert!(one.contains("registrations_per_minute_per_ip = 0"));
+        assert!(!one.contains("[[peers]]"));
+        let three: Vec<(u16, String, String)> =
+            (1..=3).map(|i| (i, format!("127.0.0.1:{i}"), format!("127.0.0.1:{}", 100 + i))).collect();
+        let second = config_text(2, &three, Path::new("/d/node2"), "bench-token-0123456789");
+        assert!(second.contains("node_id = 2\n") && second.contains("api_listen = \"127.0.0.1:2\""));
+        assert_eq!(second.matches("[[peers]]").count(), 3);
+    }
+}

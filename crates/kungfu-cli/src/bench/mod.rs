@@ -1,0 +1,290 @@
+//! `kungfu bench`: end-to-end benchmarks through the public gRPC API, against a fresh local
+//! cluster of real `kungfud` processes that each run starts for itself and removes at the end.
+//!
+//! - [`cluster`]: the cluster of one run (free ports, a new directory, killed and removed on drop).
+//! - [`deadlines`]: many deadlines falling due within one second; lateness from the facts.
+//! - [`write`]: concurrent writers posting entries; operations per second and latency.
+//! - [`stats`]: percentiles and summaries.
+//!
+//! Every run prints the machine, the server binary and the parameters with its figures: a table on
+//! stdout, or with `--json` one JSON object. Progress goes to stderr. Ctrl-C or SIGTERM stops the
+//! run; dropping the run's future kills the nodes and removes their directory.
+
+mod cluster;
+mod deadlines;
+mod stats;
+mod write;
+
+use crate::cli::{BenchCluster, BenchCmd};
+use crate::error::CliError;
+use crate::output;
+use serde_json::{Value, json};
+use std::future::Future;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Runs a benchmark until it ends or the process is interrupted.
+pub async fn run(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| CliError::other(format!("cannot watch for SIGTERM: {e}")))?;
+    // The branch not taken is dropped, and with it the cluster of the run: its nodes are killed
+    // and its directory removed before the error is printed.
+    tokio::select! {
+        r = bench(cmd, json) => r,
+        _ = tokio::signal::ctrl_c() => Err(CliError::other("interrupted (Ctrl-C); the benchmark's nodes were killed")),
+        _ = term.recv() => Err(CliError::other("terminated (SIGTERM); the benchmark's nodes were killed")),
+    }
+}
+
+async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
+    let opts: &BenchCluster = match &cmd {
+        BenchCmd::Deadlines { cluster, .. } | BenchCmd::Write { cluster, .. } => cluster,
+    };
+    if let BenchCmd::Write { shared_thread: true, writers, .. } = &cmd {
+        if *writers > write::MAX_SHARED_WRITERS {
+            return Err(CliError::usage(format!(
+                "--shared-thread allows at most {} writers (a thread's member limit); got {writers}",
+                write::MAX_SHARED_WRITERS
+            )));
+        }
+    }
+    let binary = crate::dev::find_kungfud(opts.kungfud.clone())?;
+    let server = server_info(&binary);
+    if server["build"] == "debug" {
+        progress(format!(
+            "warning: {} is a debug build; figures from it say little. Build release binaries: \
+             cargo build --release --bin kungfu --bin kungfud",
+            binary.display()
+        ));
+    }
+    let (name, title, params, mut body, rows) = match cmd {
+        BenchCmd::Deadlines { cluster, count, window_secs, concurrency, kill_leader } => {
+            let window_secs = window_secs.unwrap_or_else(|| deadlines::Params::default_window_secs(count));
+            let p = deadlines::Params { count, window_secs, concurrency, kill_leader };
+            let params = format!(
+                "nodes {}, count {count}, window {window_secs} s, concurrency {concurrency}, kill-leader {}",
+                cluster.nodes,
+                if kill_leader { "yes" } else { "no" }
+            );
+            let title = format!(
+                "kungfu bench deadlines: {count} undelivered assignments due within one second, {} node(s){}",
+                cluster.nodes,
+                if kill_leader { ", leader killed 0.5 s before" } else { "" }
+            );
+            let report = deadlines::run(&cluster, binary.clone(), p).await?;
+            ("deadlines", title, params, report.to_json(), report.rows())
+        }
+        BenchCmd::Write { cluster, writers, connections, seconds, shared_thread, entry_bytes } => {
+            let p = write::Params { writers, connections, seconds, shared_thread, entry_bytes };
+            let params = format!(
+                "nodes {}, writers {writers}, connections {connections}, seconds {seconds}, {}, entry {entry_bytes} bytes",
+                cluster.nodes,
+                if shared_thread { "one shared thread" } else { "a thread per writer" }
+            );
+            let title = format!("kungfu bench write: {writers} writer(s), {} node(s)", cluster.nodes);
+            let report = write::run(&cluster, binary.clone(), p).await?;
+            ("write", title, params, report.to_json(), report.rows())
+        }
+    };
+    let machine = machine();
+    if json {
+        if let Value::Object(map) = &mut body {
+            map.insert("bench".into(), json!(name));
+            map.insert("machine".into(), machine);
+            map.insert("kungfud".into(), server);
+        }
+        output::print_json(&body);
+        return Ok(());
+    }
+    println!("{title}");
+    let mut all: Vec<(&str, String)> =
+        vec![("machine", machine_text(&machine)), ("kungfud", server_text(&server)), ("parameters", params)];
+    all.extend(rows);
+    output::pairs(&all);
+    Ok(())
+}
+
+/// A progress line on stderr (stdout holds only the result).
+pub fn progress(message: impl AsRef<str>) {
+    eprintln!("bench: {}", message.as_ref());
+}
+
+/// Now, in microseconds since the Unix epoch: the clock the server stamps commands with, on the
+/// same machine.
+pub fn now_us() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Sleeps until `at_us` (microseconds since the epoch); returns at once if it has passed.
+pub async fn sleep_until_us(at_us: i64) {
+    let left = at_us - now_us();
+    if left > 0 {
+        tokio::time::sleep(Duration::from_micros(left.unsigned_abs())).await;
+    }
+}
+
+/// Runs `f(0)`, …, `f(n - 1)` with at most `limit` running at once; returns their results in
+/// order, or the first error (the others are then aborted).
+pub async fn bounded<T, F, Fut>(n: u64, limit: usize, mut f: F) -> Result<Vec<T>, CliError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Result<T, CliError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let n = usize::try_from(n).map_err(|_| CliError::usage("too many"))?;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut done: Vec<(usize, T)> = Vec::with_capacity(n);
+    let mut next = 0;
+    while next < n || !tasks.is_empty() {
+        if next < n && tasks.len() < limit.max(1) {
+            let fut = f(next);
+            tasks.spawn(async move { (next, fut.await) });
+            next += 1;
+            continue;
+        }
+        let Some(joined) = tasks.join_next().await else { break };
+        let (i, result) = joined.map_err(|e| CliError::other(format!("a setup task failed: {e}")))?;
+        match result {
+            Ok(v) => done.push((i, v)),
+            Err(e) => {
+                tasks.abort_all();
+                return Err(e);
+            }
+        }
+    }
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, v)| v).collect())
+}
+
+/// The total memory in `/proc/meminfo`'s text, in bytes.
+fn mem_total_bytes(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The machine the run measured on: cores, memory, operating system.
+fn machine() -> Value {
+    let nproc = std::thread::available_parallelism().map(|n| n.get()).ok();
+    let memory = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| mem_total_bytes(&t));
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string())));
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|k| k.trim().to_string());
+    json!({ "nproc": nproc, "memory_bytes": memory, "os": os, "kernel": kernel })
+}
+
+fn machine_text(m: &Value) -> String {
+    let gib = m["memory_bytes"].as_u64().map(|b| format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)));
+    format!(
+        "{} cpu(s), {} memory, {}, kernel {}",
+        m["nproc"].as_u64().map_or("?".into(), |n| n.to_string()),
+        gib.unwrap_or_else(|| "?".into()),
+        m["os"].as_str().unwrap_or("?"),
+        m["kernel"].as_str().unwrap_or("?")
+    )
+}
+
+/// Which cargo profile built the binary at `path`, from the directory it is in
+/// (`target/release/kungfud`): `release`, `debug`, or `unknown`.
+fn build_kind(path: &Path) -> &'static str {
+    match path.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str()) {
+        Some("release") => "release",
+        Some("debug") => "debug",
+        _ => "unknown",
+    }
+}
+
+/// The server binary: its path, what `kungfud --version` says, the profile that built it and when
+/// the file was written. `kungfud` reports no commit, so none is shown.
+fn server_info(path: &Path) -> Value {
+    let version = version_of(path, Duration::from_secs(5));
+    let modified = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| i64::try_from(d.as_micros()).ok())
+        .map(output::instant);
+    json!({
+        "path": path.display().to_string(),
+        "version": version,
+        "build": build_kind(path),
+        "modified": modified,
+        "commit": Value::Null,
+    })
+}
+
+fn server_text(s: &Value) -> String {
+    format!(
+        "{} ({} build, written {}) {}",
+        s["version"].as_str().unwrap_or("version unknown"),
+        s["build"].as_str().unwrap_or("unknown"),
+        s["modified"].as_str().unwrap_or("?"),
+        s["path"].as_str().unwrap_or("?")
+    )
+}
+
+/// The first line `path --version` prints, waiting at most `bound`.
+fn version_of(path: &Path, bound: Duration) -> Option<String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < bound => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                // It did not answer in time: it is no use as a version, and must not linger.
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    out.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_read_from_meminfo_in_kib() {
+        let text = "MemTotal:       24684084 kB\nMemFree:        19444400 kB\n";
+        assert_eq!(mem_total_bytes(text), Some(24_684_084 * 1024));
+        assert_eq!(mem_total_bytes("MemFree: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn the_build_profile_is_the_directory_of_the_binary() {
+        assert_eq!(build_kind(Path::new("/t/target/release/kungfud")), "release");
+        assert_eq!(build_kind(Path::new("/t/target/debug/kungfud")), "debug");
+        assert_eq!(build_kind(Path::new("/usr/local/bin/kungfud")), "unknown");
+    }
+
+    #[tokio::test]
+    async fn bounded_keeps_the_order_and_stops_at_the_first_error() {
+        let squares = bounded(50, 4, |i| async move { Ok::<usize, CliError>(i * i) }).await.expect("all succeed");
+        assert_eq!(squares, (0..50).map(|i| i * i).collect::<Vec<_>>());
+        let failed =
+            bounded(
+                10,
+                3,
+                |i| async move { if i == 7 { Err(CliError::other("seven")) } else { Ok::<usize, CliError>(i) } },
+            )
+            .await
+            .expect_err("one fails");
+        assert_eq!(failed.message, "seven");
+        assert!(bounded(0, 3, |i| async move { Ok::<usize, CliError>(i) }).await.expect("none").is_empty());
+    }
+}

@@ -1,0 +1,132 @@
+//! `kungfu bench deadlines` and `kungfu bench write` end to end, small, against the debug `kungfud`
+//! built with the workspace: the JSON has its shape and sane values, and each run leaves no
+//! process and no file behind.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest one benchmark run may take here before the test fails (and kills it).
+const RUN_BOUND: Duration = Duration::from_secs(180);
+
+/// The `kungfu` binary under test.
+fn kungfu() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kungfu"))
+}
+
+/// The `kungfud` built with the workspace, next to `kungfu`.
+fn kungfud() -> PathBuf {
+    let bin = kungfu().parent().map(|d| d.join("kungfud")).unwrap_or_default();
+    assert!(bin.is_file(), "{} is missing: build the workspace first", bin.display());
+    bin
+}
+
+/// The pids of live processes whose command line mentions `dir` (the nodes' configs are in it).
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(|c| c == "Z")))
+            .unwrap_or(true);
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(&needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Runs `kungfu bench <args> --json` with its files under `dir`; returns the parsed JSON.
+fn bench(dir: &Path, args: &[&str]) -> Value {
+    let mut child = Command::new(kungfu())
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg("--kungfud")
+        .arg(kungfud())
+        .arg("--data-dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kungfu bench");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > RUN_BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("kungfu bench {args:?} ran longer than {RUN_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kungfu bench {args:?} failed ({}):\n{stderr}", out.status);
+    let json: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    // The run killed its nodes and removed its own directory.
+    assert!(processes_under(dir).is_empty(), "processes left running: {:?}", processes_under(dir));
+    let left: Vec<_> = std::fs::read_dir(dir).expect("dir").flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+    json
+}
+
+fn f(v: &Value, path: &str) -> f64 {
+    let mut at = v;
+    for key in path.split('.') {
+        at = &at[key];
+    }
+    at.as_f64().unwrap_or_else(|| panic!("{path} is not a number in {v:#}"))
+}
+
+fn assert_machine_and_server(v: &Value) {
+    assert!(f(v, "machine.nproc") >= 1.0, "{v:#}");
+    assert!(f(v, "machine.memory_bytes") > 0.0, "{v:#}");
+    assert!(v["kungfud"]["version"].as_str().is_some_and(|s| s.starts_with("kungfud")), "{v:#}");
+    assert_eq!(v["kungfud"]["build"], "debug", "{v:#}");
+}
+
+#[test]
+fn bench_deadlines_and_write_report_from_real_nodes_and_leave_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let d = bench(dir.path(), &["deadlines", "--nodes", "1", "--count", "20"]);
+    assert_eq!(d["bench"], "deadlines");
+    assert_machine_and_server(&d);
+    assert_eq!(d["params"]["count"], 20);
+    assert_eq!(d["params"]["nodes"], 1);
+    assert_eq!(d["count"], 20);
+    assert_eq!(d["ended"], 20, "every deadline ended: {d:#}");
+    assert_eq!(d["timed_out"], 20, "{d:#}");
+    assert_eq!((d["missing"].as_u64(), d["duplicates"].as_u64()), (Some(0), Some(0)), "{d:#}");
+    assert_eq!(d["due_mismatches"], 0, "the facts' due times are the takes' due times: {d:#}");
+    assert_eq!(d["due"]["outside_second"], 0, "every deadline fell within [T, T+1 s): {d:#}");
+    assert_eq!(f(&d, "lateness_ms.count"), 20.0);
+    let (min, p50, p99, max) =
+        (f(&d, "lateness_ms.min"), f(&d, "lateness_ms.p50"), f(&d, "lateness_ms.p99"), f(&d, "lateness_ms.max"));
+    assert!(min >= 0.0, "no deadline ended early: {d:#}");
+    assert!(min <= p50 && p50 <= p99 && p99 <= max, "{d:#}");
+    assert!(max < 60_000.0, "ended within a minute: {d:#}");
+    assert!(f(&d, "expiry.actions") >= 1.0, "{d:#}");
+    assert!(f(&d, "expiry.log_entries") >= f(&d, "expiry.actions"), "each expiry action is a log entry: {d:#}");
+    assert!(f(&d, "expiry.first_to_last_ms") >= 0.0, "{d:#}");
+    assert!(d["leader"]["killed"].is_null(), "{d:#}");
+
+    let w = bench(dir.path(), &["write", "--nodes", "1", "--writers", "4", "--connections", "2", "--seconds", "2"]);
+    assert_eq!(w["bench"], "write");
+    assert_machine_and_server(&w);
+    assert_eq!(w["params"]["writers"], 4);
+    assert_eq!(w["params"]["shared_thread"], false);
+    assert!(f(&w, "ops") > 0.0, "{w:#}");
+    assert!(f(&w, "ops_per_sec") > 0.0, "{w:#}");
+    assert!(f(&w, "elapsed_secs") >= 2.0, "{w:#}");
+    assert_eq!(f(&w, "latency_ms.count"), f(&w, "ops"), "{w:#}");
+    let (p50, p90, p99, max) =
+        (f(&w, "latency_ms.p50"), f(&w, "latency_ms.p90"), f(&w, "latency_ms.p99"), f(&w, "latency_ms.max"));
+    assert!(0.0 < p50 && p50 <= p90 && p90 <= p99 && p99 <= max, "{w:#}");
+    assert_eq!(w["errors_total"], 0, "{w:#}");
+}
