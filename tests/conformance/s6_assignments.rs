@@ -247,7 +247,10 @@ fn fixed(a: &pb::Assignment) -> pb::Assignment {
 
 /// §6.4 (§6.4.13): every assignment action on the ended assignment `id`, by the party it belongs
 /// to, is refused as INVALID_STATE, by the other party refused too; nothing changes.
-async fn every_action_is_refused(creator: &Agent, taker: &Agent, id: &str) {
+/// The right party is refused INVALID_STATE, except for the actions named in `deadline_won`, exits
+/// of an obligation the deadline ended, which are refused DEADLINE_PASSED (L4: the same code whether
+/// or not the expiry was applied before them).
+async fn every_action_is_refused(creator: &Agent, taker: &Agent, id: &str, deadline_won: &[&str]) {
     let before = creator.assignment(id).await;
     assert!(assignment_outcome(&before).is_some(), "not ended: {before:?}");
     let by_right_party: Vec<(&str, Result<(), Error>)> = vec![
@@ -260,7 +263,8 @@ async fn every_action_is_refused(creator: &Agent, taker: &Agent, id: &str) {
     ];
     for (what, r) in by_right_party {
         let rej = rejection(r);
-        assert_eq!(rej.code, Code::InvalidState, "{what} on an ended assignment: {rej:?}");
+        let want = if deadline_won.contains(&what) { Code::DeadlinePassed } else { Code::InvalidState };
+        assert_eq!(rej.code, want, "{what} on an ended assignment: {rej:?}");
         assert!(!rej.message.is_empty(), "{what}: a rejection states its reason");
     }
     let by_wrong_party: Vec<(&str, Result<(), Error>)> = vec![
@@ -744,7 +748,8 @@ async fn a_taken_assignment_left_alone_times_out(cx: Ctx) {
 /// L4: the deadline wins over an in-flight action; L5: one ending. Five deliveries sent around
 /// their due times (-50 ms .. +50 ms): each assignment ends exactly one way. An acknowledged
 /// delivery was made before the due time and is never timed out later (it settles undecided); a
-/// refused one is DEADLINE_PASSED or INVALID_STATE and the assignment ends timed out. A delivery
+/// refused one is DEADLINE_PASSED (whether or not the timer had settled it) and the assignment ends
+/// timed out. A delivery
 /// sent at or after the due time (this host's clock is the nodes' clock) is always refused.
 async fn a_delivery_racing_its_deadline_has_exactly_one_outcome(cx: Ctx) {
     let (gov, bob) = (cx.agent().await, cx.agent().await);
@@ -798,10 +803,7 @@ async fn a_delivery_racing_its_deadline_has_exactly_one_outcome(cx: Ctx) {
                 assert_eq!(body(&e.delivered), Some(delivered_output.as_bytes()));
             }
             Err(Error::Rejected(rej)) if rej.definite => {
-                assert!(
-                    matches!(rej.code, Code::DeadlinePassed | Code::InvalidState),
-                    "{id} (offset {off}): refused with {rej:?}"
-                );
+                assert_eq!(rej.code, Code::DeadlinePassed, "{id} (offset {off}): refused with {rej:?}");
                 assert!(!rej.message.is_empty());
                 assert_eq!(e.outcome, Out::TimedOut as i32, "{id} (offset {off}): refused delivery: {a:?}");
                 assert!(e.delivered.is_none(), "{id}: a refused delivery left an output: {a:?}");
@@ -850,8 +852,8 @@ async fn an_unjudged_delivery_settles_undecided_and_is_not_held_against_the_take
 
 /// §6.4 rule: deadlines win over in-flight judgment (L4). Adoptions sent around the judgment due
 /// time (-50 ms .. +50 ms) and well after it: an acknowledged adoption was made before the due
-/// time and stays adopted; a refused one is DEADLINE_PASSED or INVALID_STATE and the assignment
-/// settles undecided. A judgment sent at or after the due time is always refused.
+/// time and stays adopted; a refused one is DEADLINE_PASSED (whether or not the timer had settled
+/// it) and the assignment settles undecided. A judgment sent at or after the due time is always refused.
 async fn the_judgment_deadline_wins_over_a_late_or_racing_judgment(cx: Ctx) {
     let (gov, bob) = (cx.agent().await, cx.agent().await);
     let t = cx.team(&gov, &[&bob]).await;
@@ -891,14 +893,11 @@ async fn the_judgment_deadline_wins_over_a_late_or_racing_judgment(cx: Ctx) {
                 assert_eq!(e.outcome, want as i32, "{id} (offset {off}): acknowledged judgment: {a:?}");
             }
             Err(Error::Rejected(rej)) if rej.definite => {
-                assert!(
-                    matches!(rej.code, Code::DeadlinePassed | Code::InvalidState),
-                    "{id} (offset {off}): refused with {rej:?}"
-                );
+                assert_eq!(rej.code, Code::DeadlinePassed, "{id} (offset {off}): refused with {rej:?}");
                 assert_eq!(e.outcome, Out::Undecided as i32, "{id} (offset {off}): refused judgment: {a:?}");
                 assert!(e.rejection_reason.is_none());
-                // Judging again afterwards changes nothing either.
-                refused(try_adopt(&gov, &id).await, Code::InvalidState);
+                // Judging again afterwards changes nothing either, and is told the same.
+                refused(try_adopt(&gov, &id).await, Code::DeadlinePassed);
                 assert_eq!(gov.assignment(&id).await, a);
             }
             Err(other) => match Out::try_from(e.outcome) {
@@ -948,7 +947,12 @@ async fn every_terminal_state_is_irreversible(cx: Ctx) {
         (&voided, Out::Voided),
     ] {
         assert_eq!(assignment_outcome(&gov.assignment(id).await), Some(want));
-        every_action_is_refused(&gov, &bob, id).await;
+        let deadline_won: &[&str] = match want {
+            Out::TimedOut => &["deliver", "drop", "void"],
+            Out::Undecided => &["adopt", "reject"],
+            _ => &[],
+        };
+        every_action_is_refused(&gov, &bob, id, deadline_won).await;
         assert_eq!(assignment_outcome(&bob.assignment(id).await), Some(want), "{want:?} is irreversible");
     }
 }

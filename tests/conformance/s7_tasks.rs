@@ -147,12 +147,12 @@ async fn history(reader: &Agent, task: &str) -> Vec<String> {
     ws.history.into_iter().rev().map(|h| h.fact).collect()
 }
 
-/// An action that arrives after its deadline loses (L4): refused, either because the action itself
-/// settled the deadline first (DEADLINE_PASSED) or because the server's timer already had.
+/// An action that arrives after its deadline loses (L4): refused DEADLINE_PASSED, whether the action
+/// itself settled the deadline first or the server's timer already had (one code either way).
 #[track_caller]
 fn lost_to_the_deadline<T: std::fmt::Debug>(r: Result<T, Error>) {
     let rej = rejection(r);
-    assert!(matches!(rej.code, Code::DeadlinePassed | Code::InvalidState), "deadline must win: {rej:?}");
+    assert_eq!(rej.code, Code::DeadlinePassed, "deadline must win: {rej:?}");
     assert!(!rej.message.is_empty());
 }
 
@@ -1050,13 +1050,18 @@ async fn terminal_states_are_irreversible(cx: Ctx) {
         (&ag[4], undecided.engagement.clone(), pb::EngagementOutcome::Undecided),
     ];
     let histories = [history(&author, &main).await, history(&author, &quick_delivery).await];
-    for (agent, e, _) in &ends {
-        refused(adopt(&author, e).await, Code::InvalidState);
-        refused(reject(&author, e, "again").await, Code::InvalidState);
-        refused(drop_it(agent, e).await, Code::InvalidState);
+    // An exit of an obligation its deadline ended is told so (DEADLINE_PASSED, L4); everything else
+    // on an ended engagement is INVALID_STATE.
+    for (agent, e, outcome) in &ends {
+        let judgment_timed_out = *outcome == pb::EngagementOutcome::Undecided;
+        let delivery_timed_out = *outcome == pb::EngagementOutcome::TimedOut;
+        let judge = if judgment_timed_out { Code::DeadlinePassed } else { Code::InvalidState };
+        refused(adopt(&author, e).await, judge);
+        refused(reject(&author, e, "again").await, judge);
+        refused(drop_it(agent, e).await, if delivery_timed_out { Code::DeadlinePassed } else { Code::InvalidState });
     }
     refused(try_deliver(&ag[2], &main, "late", false).await, Code::InvalidState);
-    refused(try_deliver(&ag[3], &quick_delivery, "late", false).await, Code::InvalidState);
+    refused(try_deliver(&ag[3], &quick_delivery, "late", false).await, Code::DeadlinePassed);
     assert_eq!([history(&author, &main).await, history(&author, &quick_delivery).await], histories);
     for (agent, e, expected) in &ends {
         let x = agent.engagement(e).await;

@@ -254,6 +254,9 @@ pub fn agent_by_key(hash: &SecretHash) -> Key {
 pub fn agent_engagement(agent: AgentId, e: EngagementId) -> Key {
     K::new(Family::Indexes, 13).u64(agent.0).u64(e.0).done()
 }
+pub fn agent_engagements(agent: AgentId) -> Key {
+    K::new(Family::Indexes, 13).u64(agent.0).done()
+}
 pub fn indexes_prefix() -> Key {
     vec![Family::Indexes as u8]
 }

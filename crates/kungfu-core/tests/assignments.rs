@@ -135,8 +135,11 @@ fn act_at(w: &mut World, agent: AgentId, action: Action, ts: Timestamp) -> Resul
     out
 }
 
-/// A terminal assignment stays exactly as it is whatever anyone tries (§6.4: irreversible).
-fn assert_frozen(w: &mut World, a: AssignmentId, creator: AgentId, taker: AgentId) {
+/// A terminal assignment stays exactly as it is whatever anyone tries (§6.4: irreversible). The
+/// right party is refused INVALID_STATE, except for the actions in `deadline_won`, whose
+/// obligation the deadline ended: those are refused DEADLINE_PASSED, the answer they would get in
+/// the command that settled the deadline first (L4: one code whether or not the expiry applied).
+fn assert_frozen(w: &mut World, a: AssignmentId, creator: AgentId, taker: AgentId, deadline_won: &[ActionKind]) {
     let before = asg(w, a);
     assert!(before.state.is_terminal(), "not terminal: {:?}", before.state);
     let by_taker = [
@@ -154,7 +157,8 @@ fn assert_frozen(w: &mut World, a: AssignmentId, creator: AgentId, taker: AgentI
         let right = if by_taker.contains(action) { taker } else { creator };
         let wrong = if right == taker { creator } else { taker };
         let r = w.err(right, action.clone());
-        assert_eq!(r.code, Code::InvalidState, "{} by the right party on a terminal assignment", kind.as_str());
+        let expected = if deadline_won.contains(&kind) { Code::DeadlinePassed } else { Code::InvalidState };
+        assert_eq!(r.code, expected, "{} by the right party on a terminal assignment", kind.as_str());
         w.err(wrong, action.clone());
         assert_eq!(asg(w, a), before, "{} changed a terminal assignment", kind.as_str());
     }
@@ -746,7 +750,7 @@ fn adopted_is_irreversible() {
     take(&mut f.w, f.bob, a);
     deliver(&mut f.w, f.bob, a);
     f.w.ok(f.alice, Action::AdoptAssignment { assignment: a });
-    assert_frozen(&mut f.w, a, f.alice, f.bob);
+    assert_frozen(&mut f.w, a, f.alice, f.bob, &[]);
     assert_eq!(outcome(&f.w, a), Some(AssignmentOutcome::Adopted));
 }
 
@@ -758,7 +762,7 @@ fn rejected_is_irreversible() {
     take(&mut f.w, f.bob, a);
     deliver(&mut f.w, f.bob, a);
     f.w.ok(f.alice, Action::RejectAssignment { assignment: a, reason: Content::from("wrong") });
-    assert_frozen(&mut f.w, a, f.alice, f.bob);
+    assert_frozen(&mut f.w, a, f.alice, f.bob, &[]);
     assert_eq!(outcome(&f.w, a), Some(AssignmentOutcome::Rejected { reason: Content::from("wrong") }));
 }
 
@@ -771,7 +775,7 @@ fn undecided_is_irreversible() {
     deliver(&mut f.w, f.bob, a);
     f.w.advance(JUDGMENT);
     f.w.fire_due_timers();
-    assert_frozen(&mut f.w, a, f.alice, f.bob);
+    assert_frozen(&mut f.w, a, f.alice, f.bob, &[ActionKind::AdoptAssignment, ActionKind::RejectAssignment]);
     assert_eq!(outcome(&f.w, a), Some(AssignmentOutcome::Undecided));
 }
 
@@ -782,7 +786,7 @@ fn dropped_is_irreversible() {
     let a = assign(&mut f);
     take(&mut f.w, f.bob, a);
     f.w.ok(f.bob, Action::DropAssignment { assignment: a });
-    assert_frozen(&mut f.w, a, f.alice, f.bob);
+    assert_frozen(&mut f.w, a, f.alice, f.bob, &[]);
     assert_eq!(outcome(&f.w, a), Some(AssignmentOutcome::Dropped));
 }
 
@@ -794,7 +798,13 @@ fn timed_out_is_irreversible() {
     take(&mut f.w, f.bob, a);
     f.w.advance(DELIVERY);
     f.w.fire_due_timers();
-    assert_frozen(&mut f.w, a, f.alice, f.bob);
+    assert_frozen(
+        &mut f.w,
+        a,
+        f.alice,
+        f.bob,
+        &[ActionKind::DeliverAssignment, ActionKind::DropAssignment, ActionKind::VoidAssignment],
+    );
     assert_eq!(outcome(&f.w, a), Some(AssignmentOutcome::TimedOut));
 }
 
@@ -805,7 +815,7 @@ fn voided_is_irreversible() {
     let a = assign(&mut f);
     take(&mut f.w, f.bob, a);
     f.w.ok(f.alice, Action::VoidAssignment { assignment: a });
-    assert_frozen(&mut f.w, a, f.alice, f.bob);
+    assert_frozen(&mut f.w, a, f.alice, f.bob, &[]);
     assert_eq!(outcome(&f.w, a), Some(AssignmentOutcome::Voided));
 }
 

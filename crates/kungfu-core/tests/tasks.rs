@@ -1145,6 +1145,36 @@ fn late_judgment_loses_to_the_deadline() {
     assert_eq!(terminal_facts(&w, e), 1);
 }
 
+/// L4: a judgment that arrives after the timer already settled the deadline gets the same
+/// DEADLINE_PASSED as one that finds the deadline due, also when the contract's default adopted
+/// it; a judgment repeated after the requester's own adoption is still INVALID_STATE.
+#[test]
+fn a_judgment_after_the_expiry_applied_is_told_the_deadline_passed() {
+    let mut w = World::new();
+    let author = w.register();
+    let (late, judged) = (w.register(), w.register());
+    let task = new_task(
+        &mut w,
+        author,
+        Audience::Open,
+        ContractDraft { on_missing_judgment: MissingJudgment::Adopted, ..draft() },
+    );
+    let by_author = deliver(&mut w, judged, task, "work", true);
+    w.ok(author, Action::AdoptEngagement { engagement: by_author });
+    let by_default = deliver(&mut w, late, task, "work", true);
+    w.advance(JUDGMENT);
+    assert_eq!(w.fire_due_timers(), vec![ObligationId::EngagementJudgment(by_default)]);
+    assert_eq!(outcome(&w, by_default), Some(EngagementOutcome::Adopted));
+    for action in [
+        Action::AdoptEngagement { engagement: by_default },
+        Action::RejectEngagement { engagement: by_default, reason: Content::from("too late") },
+    ] {
+        assert_eq!(w.err(author, action).code, Code::DeadlinePassed);
+    }
+    assert_eq!(w.err(author, Action::AdoptEngagement { engagement: by_author }).code, Code::InvalidState);
+    assert_eq!(terminal_facts(&w, by_default), 1);
+}
+
 /// §7.3 (§7.3.16): terminal states are irreversible: no judgment, drop or delivery moves an ended engagement.
 #[test]
 fn terminal_states_are_irreversible() {
@@ -1171,11 +1201,13 @@ fn terminal_states_are_irreversible() {
         );
     }
     assert_eq!(w.err(agents[2], Action::DropEngagement { engagement: dropped }).code, Code::InvalidState);
-    assert_eq!(w.err(agents[3], Action::DropEngagement { engagement: timed_out }).code, Code::InvalidState);
+    // The delivery deadline ended it: an exit of that obligation is told so (L4), as it would be
+    // in the command that settled the deadline first; judging it never arose.
+    assert_eq!(w.err(agents[3], Action::DropEngagement { engagement: timed_out }).code, Code::DeadlinePassed);
     assert_eq!(w.err(author, Action::AdoptEngagement { engagement: timed_out }).code, Code::InvalidState);
     assert_eq!(
         w.err(agents[3], Action::DeliverTask { task, output: Content::from("late"), take: false }).code,
-        Code::InvalidState
+        Code::DeadlinePassed
     );
 
     assert_eq!(facts(&w).len(), before);
@@ -1223,8 +1255,8 @@ fn every_terminal_fact_is_recorded_exactly_once() {
         // A stale expiry ends nothing and is refused like any action without effect (L2.7).
         assert!(matches!(applied.outcome, Err(ref r) if r.code == Code::NoEffect), "{:?}", applied.outcome);
     }
-    assert_eq!(w.err(agents[3], Action::DropEngagement { engagement: timed_out }).code, Code::InvalidState);
-    assert_eq!(w.err(author, Action::AdoptEngagement { engagement: undecided }).code, Code::InvalidState);
+    assert_eq!(w.err(agents[3], Action::DropEngagement { engagement: timed_out }).code, Code::DeadlinePassed);
+    assert_eq!(w.err(author, Action::AdoptEngagement { engagement: undecided }).code, Code::DeadlinePassed);
     for e in [adopted, rejected, dropped, timed_out, undecided] {
         assert_eq!(terminal_facts(&w, e), 1, "{e}");
     }

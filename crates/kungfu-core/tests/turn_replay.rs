@@ -1740,8 +1740,9 @@ fn repeated_expiry_and_late_actions_end_an_obligation_once() {
         }
     }
     assert_same_state(&w.state, &before, "repeated expiry");
+    // Later still: the same answer as the first late delivery, though the deadline is long settled.
     let again = w.err(s, Action::DeliverAssignment { assignment: a, output: Content::from("later") });
-    assert_eq!(again.code, Code::InvalidState);
+    assert_eq!(again.code, Code::DeadlinePassed);
     for asg in [a, b] {
         let n = count_facts(
             &w,

@@ -6,9 +6,11 @@
 //! - [`types`]: `TypeConfig`, the log's `Request` (a protocol command or new limits) and `Response`.
 //! - [`log`]: `RaftLogStorage` over the RocksDB log store (durable before acknowledged).
 //! - [`state_machine`]: `RaftStateMachine` applying batches atomically; snapshots from checkpoints.
+//! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.
 //! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
 //! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
 
+pub mod feed;
 pub mod log;
 pub mod network;
 pub mod node;
@@ -23,5 +25,6 @@ pub mod pb {
 }
 
 pub use network::NetConfig;
-pub use node::{NodeConfig, RaftNode, RaftTuning, StartError, WriteError};
+pub use node::{NodeConfig, Proposed, RaftNode, RaftTuning, StartError, WriteError};
+pub use state_machine::ApplyGate;
 pub use types::{Node, NodeId, Raft, Request, Response, TypeConfig};

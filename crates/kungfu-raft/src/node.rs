@@ -4,7 +4,7 @@
 use crate::network::{NetConfig, Network};
 use crate::pb;
 use crate::service::RaftService;
-use crate::state_machine::{LAST_APPLIED, StateMachine};
+use crate::state_machine::{ApplyGate, LAST_APPLIED, StateMachine};
 use crate::types::{LogId, Node, NodeId, Raft, Request, Response};
 use kungfu_core::{Command, Limits};
 use kungfu_storage::{DataDir, Identity, OpenMode, StateStore};
@@ -38,6 +38,8 @@ pub struct NodeConfig {
     pub limits: Limits,
     /// Complete snapshots kept on disk.
     pub keep_snapshots: usize,
+    /// Events the fact feed keeps for slow subscribers (see [`crate::feed`]).
+    pub feed_capacity: usize,
 }
 
 /// The openraft settings we expose.
@@ -86,6 +88,33 @@ impl NodeConfig {
             net: NetConfig::default(),
             limits: Limits::default(),
             keep_snapshots: 2,
+            feed_capacity: crate::feed::DEFAULT_FEED_CAPACITY,
+        }
+    }
+}
+
+/// A command handed to raft by [`RaftNode::propose_in_order`], its outcome still to come.
+pub struct Proposed {
+    rx: tokio::sync::oneshot::Receiver<openraft::raft::ClientWriteResult<crate::types::TypeConfig>>,
+    me: NodeId,
+}
+
+impl std::fmt::Debug for Proposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Proposed")
+    }
+}
+
+impl Proposed {
+    /// Waits, at most `timeout`, until the command is committed and applied here. A command whose
+    /// outcome does not arrive in time, or whose leader stepped down, may still commit: it is
+    /// reported as indeterminate, never as failed.
+    pub async fn outcome(self, timeout: Duration) -> Result<(Response, LogId), WriteError> {
+        match tokio::time::timeout(timeout, self.rx).await {
+            Ok(Ok(Ok(r))) => Ok((r.data, r.log_id)),
+            Ok(Ok(Err(e))) => Err(classify(self.me, RaftError::APIError(e))),
+            Ok(Err(_)) => Err(WriteError::Indeterminate("raft dropped the proposal (shutting down?)".into())),
+            Err(_) => Err(WriteError::Indeterminate(format!("no outcome within {timeout:?}"))),
         }
     }
 }
@@ -103,7 +132,7 @@ pub enum StartError {
     Raft(String),
 }
 
-/// Why a write was not acknowledged. Only `NotLeader` and `Rejected` states are definite: an
+/// Why a write was not acknowledged. Only `NotLeader` and `NotCaughtUp` are definite: an
 /// indeterminate write may or may not have been applied, so callers retry with the same
 /// idempotency key and get the original receipt if it was (L3).
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +140,10 @@ pub enum WriteError {
     /// `leader` is the leader raft named, never this node.
     #[error("not the leader; the leader is {leader:?}")]
     NotLeader { leader: Option<(NodeId, Node)> },
+    /// This node leads but its state does not yet hold the entries of earlier terms (see
+    /// [`RaftNode::leads_caught_up`]); nothing was proposed.
+    #[error("{0}")]
+    NotCaughtUp(String),
     #[error("outcome unknown (leader changed or the node stopped while the write was in flight): {0}")]
     Indeterminate(String),
     #[error("the raft of this node stopped: {0}")]
@@ -120,7 +153,7 @@ pub enum WriteError {
 impl WriteError {
     /// Whether the write certainly had no effect.
     pub fn is_definite(&self) -> bool {
-        matches!(self, WriteError::NotLeader { .. })
+        matches!(self, WriteError::NotLeader { .. } | WriteError::NotCaughtUp(_))
     }
 }
 
@@ -132,6 +165,10 @@ pub struct RaftNode {
     pub addr: SocketAddr,
     pub advertise: String,
     pub api_advertise: String,
+    /// Fault injection for tests: holds back this node's apply (see [`ApplyGate`]).
+    pub apply_gate: ApplyGate,
+    /// What this node applies, as it applies it (see [`crate::feed`]).
+    pub feed: crate::feed::Feed,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -172,7 +209,9 @@ impl RaftNode {
         .map_err(|e| StartError::Config(e.to_string()))?;
 
         let log = crate::log::RaftLog::new(stores.log);
-        let sm = StateMachine::new(state.clone(), stores.snapshots.clone(), cfg.limits.clone());
+        let feed = crate::feed::Feed::new(cfg.feed_capacity);
+        let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone());
+        let apply_gate = sm.gate().clone();
         let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
             .await
@@ -209,6 +248,8 @@ impl RaftNode {
             addr,
             advertise,
             api_advertise: cfg.api_advertise.clone(),
+            apply_gate,
+            feed,
             server: handle,
             stop: Some(stop_tx),
         })
@@ -232,8 +273,37 @@ impl RaftNode {
     /// Like [`RaftNode::write`], but gives up waiting after `timeout`. A write that times out may
     /// still commit: it is reported as indeterminate, never as failed.
     pub async fn write_within(&self, cmd: Command, timeout: Duration) -> Result<(Response, LogId), WriteError> {
-        match tokio::time::timeout(timeout, self.write(cmd)).await {
-            Ok(r) => r,
+        self.propose_in_order(cmd).await?.outcome(timeout).await
+    }
+
+    /// Hands a command to raft now and returns without waiting for it to commit: proposals made
+    /// one after another by one caller enter the log in that order (they travel one queue to the
+    /// raft core), so a caller can keep several in flight and still know their order. Await
+    /// [`Proposed::outcome`] for the answer.
+    pub async fn propose_in_order(&self, cmd: Command) -> Result<Proposed, WriteError> {
+        let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
+        self.raft
+            .client_write_ff(Request::Command(cmd), Some(responder))
+            .await
+            .map_err(|f| WriteError::Fatal(f.to_string()))?;
+        Ok(Proposed { rx, me: self.id })
+    }
+
+    /// Proposes several commands as one log entry and waits until it is applied here; one
+    /// answer per command, in order. Like [`RaftNode::write_within`], a timeout is indeterminate.
+    pub async fn write_many_within(
+        &self,
+        cmds: Vec<Command>,
+        timeout: Duration,
+    ) -> Result<(Vec<Response>, LogId), WriteError> {
+        let n = cmds.len();
+        let written = tokio::time::timeout(timeout, self.propose(Request::Commands(cmds))).await;
+        match written {
+            Ok(Ok((Response::Batch(each), log_id))) if each.len() == n => Ok((each, log_id)),
+            Ok(Ok((other, _))) => {
+                Err(WriteError::Fatal(format!("a batch of {n} commands was answered with {other:?}")))
+            }
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(WriteError::Indeterminate(format!("no outcome within {timeout:?}"))),
         }
     }
@@ -308,6 +378,37 @@ impl RaftNode {
     pub fn is_leader(&self) -> bool {
         // On every call's path: no copy of the metrics, the guard is dropped at once.
         leader_in(&self.raft.metrics().borrow_watched()) == Some(self.id)
+    }
+
+    /// Whether this node leads and its state already holds everything the cluster acknowledged
+    /// before: it has applied an entry of its own term, so every entry of earlier terms (all an
+    /// earlier leader may have acknowledged) is applied too. Raft elects a node for its log, not
+    /// for its state: until then its state may lack acknowledged writes, and a decision taken from
+    /// it (a definite rejection, a time stamp) could contradict them (L5, §9; issue #12).
+    pub fn leads_caught_up(&self) -> bool {
+        caught_up_in(&self.raft.metrics().borrow_watched(), self.id)
+    }
+
+    /// Waits, at most `timeout`, until [`RaftNode::leads_caught_up`]. A node that does not lead is
+    /// answered `NotLeader` at once (with the leader it knows); one still applying when the time is
+    /// up is answered `Indeterminate`. Nothing was proposed either way.
+    pub async fn until_caught_up(&self, timeout: Duration) -> Result<(), WriteError> {
+        if self.leads_caught_up() {
+            return Ok(());
+        }
+        let me = self.id;
+        let waited = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(|m| leader_in(m) != Some(me) || caught_up_in(m, me), "leader applies its own term")
+            .await;
+        match waited {
+            Ok(_) if self.leads_caught_up() => Ok(()),
+            Ok(_) => Err(WriteError::NotLeader { leader: self.leader_elsewhere() }),
+            Err(e) => Err(WriteError::NotCaughtUp(format!(
+                "node {me} was elected but has not yet applied the entries before its term ({e}); retry shortly"
+            ))),
+        }
     }
 
     /// The largest command time applied so far (a leader stamps later ones).
@@ -396,6 +497,12 @@ pub async fn adopt_restored_state(
 pub fn leader_in(m: &openraft::RaftMetrics<crate::types::TypeConfig>) -> Option<NodeId> {
     let leader = m.current_leader?;
     (leader != m.id || m.state.is_leader()).then_some(leader)
+}
+
+/// Whether node `me` leads with its state caught up (see [`RaftNode::leads_caught_up`]), from one
+/// reading of its metrics.
+pub fn caught_up_in(m: &openraft::RaftMetrics<crate::types::TypeConfig>, me: NodeId) -> bool {
+    leader_in(m) == Some(me) && m.last_applied.as_ref().is_some_and(|l| l.leader_id.term == m.current_term)
 }
 
 /// A leader hint from openraft, unless it names this node (see [`RaftNode::leader_elsewhere`]).

@@ -3,8 +3,10 @@
 //! of a whole batch of entries are committed in one atomic write batch. Snapshots are RocksDB
 //! checkpoints packed by [`kungfu_storage::SnapshotStore`].
 
+use crate::feed::{AppliedCommand, Feed, FeedEvent};
 use crate::types::{Entry, LogId, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::{Stream, TryStreamExt};
+use kungfu_core::effects::Effects;
 use kungfu_core::{Limits, Tx, apply};
 use kungfu_storage::{SnapshotArchive, SnapshotStore, StateStore, envelope};
 use openraft::entry::RaftEntry;
@@ -28,6 +30,39 @@ pub struct StateMachine {
     /// Limits used until the log sets others (`Request::SetLimits`); identical on every node of a
     /// cluster because they come from the replicated state once set.
     default_limits: Limits,
+    gate: ApplyGate,
+    feed: Feed,
+}
+
+/// Holds back the application of committed entries on one node while held: fault injection for
+/// tests, a node whose state lags its log as a slow disk or a long batch makes it. The log is still
+/// replicated to and from this node and it still votes and can be elected, so a test can make a
+/// leader whose applied state is behind what its cluster acknowledged (issue #12, L5). Open unless
+/// a test holds it; nothing outside tests holds it.
+#[derive(Clone, Debug)]
+pub struct ApplyGate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for ApplyGate {
+    fn default() -> ApplyGate {
+        ApplyGate(Arc::new(tokio::sync::watch::channel(true).0))
+    }
+}
+
+impl ApplyGate {
+    /// Stops applying: the next batch waits until [`ApplyGate::release`].
+    pub fn hold(&self) {
+        self.0.send_replace(false);
+    }
+
+    /// Applies again, starting with whatever waited.
+    pub fn release(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        // The sender lives in `self`, so the channel never closes while we wait.
+        let _ = self.0.subscribe().wait_for(|open| *open).await;
+    }
 }
 
 fn io_err(e: impl std::fmt::Display) -> io::Error {
@@ -43,7 +78,22 @@ fn read_meta<T: serde::de::DeserializeOwned>(state: &StateStore, key: &str) -> R
 
 impl StateMachine {
     pub fn new(state: Arc<StateStore>, snapshots: SnapshotStore, default_limits: Limits) -> StateMachine {
-        StateMachine { state, snapshots, default_limits }
+        StateMachine::with_feed(state, snapshots, default_limits, Feed::new(crate::feed::DEFAULT_FEED_CAPACITY))
+    }
+
+    /// A state machine that publishes what it applies on `feed`.
+    pub fn with_feed(
+        state: Arc<StateStore>,
+        snapshots: SnapshotStore,
+        default_limits: Limits,
+        feed: Feed,
+    ) -> StateMachine {
+        StateMachine { state, snapshots, default_limits, gate: ApplyGate::default(), feed }
+    }
+
+    /// The gate in front of this state machine's apply (see [`ApplyGate`]).
+    pub fn gate(&self) -> &ApplyGate {
+        &self.gate
     }
 
     pub fn state(&self) -> &Arc<StateStore> {
@@ -57,10 +107,11 @@ impl StateMachine {
 
     /// Applies a batch of committed entries and commits them atomically. Returns one response per
     /// entry. Runs on the blocking pool.
-    fn apply_batch(state: &StateStore, limits: &mut Limits, entries: &[Entry]) -> Result<Vec<Response>, io::Error> {
+    fn apply_batch(state: &StateStore, limits: &mut Limits, entries: &[Entry]) -> Result<Applied, io::Error> {
         let live = state.live();
         let mut tx = Tx::new(&live);
         let mut responses = Vec::with_capacity(entries.len());
+        let mut commands = Vec::new();
         let mut last_applied: Option<LogId> = None;
         let mut membership: Option<StoredMembership> = None;
         let mut new_limits = None;
@@ -80,16 +131,17 @@ impl StateMachine {
                 }
                 EntryPayload::Normal(Request::Command(cmd)) => {
                     last_ts = last_ts.max(Some(cmd.ts));
-                    // A state that cannot be read is fatal: the node must stop rather than decide
-                    // on a state it does not know.
-                    let applied = apply(&tx, cmd, limits).map_err(io_err)?;
-                    for (k, v) in applied.changes {
-                        match v {
-                            Some(r) => tx.put(k, r),
-                            None => tx.delete(k),
-                        }
+                    apply_command(&mut tx, cmd, limits, entry.log_id().index, &mut commands)?
+                }
+                EntryPayload::Normal(Request::Commands(cmds)) => {
+                    // Each command of the entry is applied in order, exactly as if each had an entry
+                    // of its own, and answered on its own.
+                    let mut each = Vec::with_capacity(cmds.len());
+                    for cmd in cmds {
+                        last_ts = last_ts.max(Some(cmd.ts));
+                        each.push(apply_command(&mut tx, cmd, limits, entry.log_id().index, &mut commands)?);
                     }
-                    Response::Applied { outcome: applied.outcome, replayed: applied.replayed }
+                    Response::Batch(each)
                 }
             };
             responses.push(response);
@@ -112,8 +164,40 @@ impl StateMachine {
         }
         let changes = tx.into_changes();
         state.commit(&changes, &meta).map_err(io::Error::from)?;
-        Ok(responses)
+        Ok(Applied { responses, commands, last: last_applied.map(|l| l.index) })
     }
+}
+
+/// What one batch of entries produced: an answer per entry, and for the feed what each command
+/// recorded.
+struct Applied {
+    responses: Vec<Response>,
+    commands: Vec<AppliedCommand>,
+    last: Option<u64>,
+}
+
+/// Applies one command into the batch's overlay and notes what it recorded for the feed.
+fn apply_command(
+    tx: &mut Tx<'_>,
+    cmd: &kungfu_core::Command,
+    limits: &Limits,
+    index: u64,
+    commands: &mut Vec<AppliedCommand>,
+) -> Result<Response, io::Error> {
+    // A state that cannot be read is fatal: the node must stop rather than decide on a state it
+    // does not know.
+    let applied = apply(&*tx, cmd, limits).map_err(io_err)?;
+    let effects = Effects::of(&applied.changes);
+    if !applied.facts.is_empty() || !effects.is_empty() {
+        commands.push(AppliedCommand { index, facts: applied.facts, effects });
+    }
+    for (k, v) in applied.changes {
+        match v {
+            Some(r) => tx.put(k, r),
+            None => tx.delete(k),
+        }
+    }
+    Ok(Response::Applied { outcome: applied.outcome, replayed: applied.replayed })
 }
 
 /// The name of a snapshot: its last log index (zero-padded, so names sort by it), then its term and
@@ -173,6 +257,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     where
         Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + Send,
     {
+        self.gate.passed().await;
         let batch: Vec<EntryResponder<TypeConfig>> = entries.try_collect().await?;
         if batch.is_empty() {
             return Ok(());
@@ -180,11 +265,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let (entries, responders): (Vec<Entry>, Vec<_>) = batch.into_iter().unzip();
         let state = self.state.clone();
         let mut limits = self.limits()?;
-        let responses = tokio::task::spawn_blocking(move || StateMachine::apply_batch(&state, &mut limits, &entries))
+        let applied = tokio::task::spawn_blocking(move || StateMachine::apply_batch(&state, &mut limits, &entries))
             .await
             .map_err(io_err)??;
-        // Responses go out only after the batch is committed.
-        for (responder, response) in responders.into_iter().zip(responses) {
+        // The feed and the responses go out only after the batch is committed.
+        if let Some(last) = applied.last {
+            self.feed.publish(FeedEvent::Applied { applied: last, commands: applied.commands.into() });
+        }
+        for (responder, response) in responders.into_iter().zip(applied.responses) {
             if let Some(r) = responder {
                 r.send(response);
             }
@@ -200,6 +288,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let state = self.state.clone();
         let snapshots = self.snapshots.clone();
         let meta = meta.clone();
+        let meta_index = meta.last_log_id.as_ref().map(|l| l.index);
         tokio::task::spawn_blocking(move || -> Result<(), io::Error> {
             let name = snapshot_name(&meta);
             // A snapshot received from another node is kept as this node's current snapshot.
@@ -220,7 +309,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             Ok(())
         })
         .await
-        .map_err(io_err)?
+        .map_err(io_err)??;
+        self.feed.publish(FeedEvent::Replaced { applied: meta_index });
+        Ok(())
     }
 
     async fn get_current_snapshot(

@@ -32,6 +32,9 @@ pub enum Request {
     /// Replaces the capacity limits and deadline defaults. Limits are replicated state, not local
     /// configuration, so every replica decides with the same ones.
     SetLimits(Limits),
+    /// Several protocol commands in one entry, applied in order as if each had its own entry and
+    /// answered one by one (the leader batches deadline expiries that fall due together, L4).
+    Commands(Vec<Command>),
 }
 
 impl fmt::Display for Request {
@@ -39,6 +42,7 @@ impl fmt::Display for Request {
         match self {
             Request::Command(c) => write!(f, "{} by {:?} at {}", c.action.kind().as_str(), c.principal, c.ts),
             Request::SetLimits(_) => f.write_str("set_limits"),
+            Request::Commands(c) => write!(f, "{} commands", c.len()),
         }
     }
 }
@@ -51,6 +55,8 @@ pub enum Response {
     Applied { outcome: Result<Receipt, Rejection>, replayed: bool },
     /// Blank and membership entries, and limit changes.
     Done,
+    /// One `Applied` per command of a `Request::Commands`, in order.
+    Batch(Vec<Response>),
 }
 
 openraft::declare_raft_types!(

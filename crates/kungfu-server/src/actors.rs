@@ -1,9 +1,15 @@
 //! One actor per live Thread and per Task on the leader (DESIGN §3). The actor's mailbox
-//! serializes competing actions on its object: it pre-checks each action with the core on one
-//! snapshot (a rejection, or a replay of a stored receipt, is answered without a log write),
-//! proposes the rest through raft one at a time, and answers from the applied result. The
-//! pre-check is an optimization and a fair queue, never the authority: every replica decides
-//! again at apply.
+//! serializes competing actions on its object and proposes them to raft in arrival order. It keeps
+//! up to `max_in_flight` of them in flight at once (proposed, not yet applied), so a busy object
+//! (a pub/sub topic, a hot Task) is not limited to one raft round trip per action; every replica
+//! applies them in the order proposed and apply decides each one (L5).
+//!
+//! The pre-check (with the core, on one snapshot: a definite rejection or the replay of a stored
+//! receipt is answered without a log write) runs only from a state that cannot change under it:
+//! no command of this object in flight, and a leader caught up with its term
+//! (`Backend::precheck`). Otherwise the command is proposed and apply decides: the actor never
+//! answers from a guess about what an in-flight command will do. The pre-check is an optimization
+//! and a fair queue, never the authority.
 //!
 //! Bounds: at most `max_live` actors exist (an action on an object beyond that goes straight to
 //! raft, still correct, just unqueued); at most `max_pending` actions wait per object (more are
@@ -32,11 +38,13 @@ pub struct ActorSettings {
     pub idle_ms: u64,
     /// Most actions waiting in one object's mailbox.
     pub max_pending: usize,
+    /// Most actions of one object proposed to raft and not yet applied (at least 1).
+    pub max_in_flight: usize,
 }
 
 impl Default for ActorSettings {
     fn default() -> ActorSettings {
-        ActorSettings { max_live: 10_000, idle_ms: 30_000, max_pending: 1_000 }
+        ActorSettings { max_live: 10_000, idle_ms: 30_000, max_pending: 1_000, max_in_flight: 64 }
     }
 }
 
@@ -58,6 +66,9 @@ struct ObjectActor;
 struct ObjState {
     backend: Arc<Backend>,
     pending: Arc<AtomicUsize>,
+    /// One permit per action in flight; a proposal holds one until its answer is sent.
+    in_flight: Arc<tokio::sync::Semaphore>,
+    max_in_flight: usize,
 }
 
 impl Actor for ObjectActor {
@@ -70,7 +81,9 @@ impl Actor for ObjectActor {
         _myself: ActorRef<ObjMsg>,
         (backend, pending): (Arc<Backend>, Arc<AtomicUsize>),
     ) -> Result<ObjState, ActorProcessingErr> {
-        Ok(ObjState { backend, pending })
+        let max_in_flight = backend.config.actors.max_in_flight.max(1);
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(max_in_flight));
+        Ok(ObjState { backend, pending, in_flight, max_in_flight })
     }
 
     async fn handle(
@@ -81,13 +94,30 @@ impl Actor for ObjectActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ObjMsg::Submit { cmd, reply } => {
-                let result = match state.backend.precheck(&cmd) {
-                    Some(answer) => answer,
-                    None => state.backend.submit_command(cmd).await,
+                // Waits while `max_in_flight` actions of this object are in flight: the mailbox
+                // holds the rest (bounded by `max_pending`).
+                let permit = state.in_flight.clone().acquire_owned().await?;
+                let alone = state.in_flight.available_permits() + 1 == state.max_in_flight;
+                let prechecked = if alone { state.backend.precheck(&cmd) } else { None };
+                let pending = state.pending.clone();
+                let answer = move |result: Result<Written, Status>| {
+                    // The slot is freed before the caller hears back, so its next action finds this
+                    // one no longer in flight (and may be pre-checked).
+                    drop(permit);
+                    pending.fetch_sub(1, Ordering::AcqRel);
+                    // The caller may have gone away; nothing else to do then.
+                    let _ = reply.send(result);
                 };
-                state.pending.fetch_sub(1, Ordering::AcqRel);
-                // The caller may have gone away; nothing else to do then.
-                let _ = reply.send(result);
+                match prechecked {
+                    Some(result) => answer(result),
+                    None => match state.backend.propose(cmd).await {
+                        // Proposed, in order: the next action may be proposed while this one commits.
+                        Ok(outcome) => {
+                            tokio::spawn(async move { answer(outcome.await) });
+                        }
+                        Err(status) => answer(Err(status)),
+                    },
+                }
             }
         }
         Ok(())

@@ -216,12 +216,34 @@ impl Backend {
         Ok(ts)
     }
 
+    /// Waits until this leader's state holds every entry of earlier terms, so nothing it decides
+    /// or stamps can contradict what an earlier leader acknowledged: a pre-check of a new leader
+    /// that had not yet applied an acknowledged join would refuse the member `NOT_MEMBER` for good,
+    /// and a stamp taken from its applied time could fall behind a committed one (L5, §9). Right
+    /// after an election this waits for the new term's first entry to apply; afterwards it is one
+    /// metrics reading.
+    async fn caught_up(&self) -> Result<(), Status> {
+        let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
+        match self.node.until_caught_up(timeout).await {
+            Ok(()) => Ok(()),
+            Err(WriteError::NotLeader { leader }) => Err(self.not_leader_hinted(leader)),
+            Err(e) => {
+                let mut r = Rejection::new(Code::Unavailable, format!("{e}; nothing was done"))
+                    .with_retry_after(kungfu_types::Micros(self.config.raft.heartbeat_ms * 1000));
+                r.definite = true;
+                Err(refuse(&r))
+            }
+        }
+    }
+
     /// Replicates a command and answers from its applied result. An action on one Thread or Task
     /// goes through that object's actor, which serializes and pre-checks it.
     pub async fn submit(self: &Arc<Self>, principal: Principal, keyed: KeyedAction) -> Result<Written, Status> {
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
+        // L5: stamp and pre-check only from a state that holds everything acknowledged.
+        self.caught_up().await?;
         let mut key = keyed.key;
         if crate::canary::armed("skip-dedup") {
             let fresh = format!("canary-{}", self.stamp()?.0);
@@ -256,6 +278,11 @@ impl Backend {
     /// write is needed: a definite rejection, or the stored receipt of a replayed request (L3).
     /// Otherwise None: the command must go through raft, where apply decides again.
     pub fn precheck(&self, cmd: &Command) -> Option<Result<Written, Status>> {
+        // L5: a leader whose state lacks entries of earlier terms (it lost and regained the lead
+        // since `submit` checked) decides nothing from it; apply will.
+        if !self.node.leads_caught_up() {
+            return None;
+        }
         let limits = self.limits().ok()?;
         let started = std::time::Instant::now();
         let applied = self.node.state.read(|s| kungfu_core::apply(s, cmd, &limits)).ok()?;
@@ -273,49 +300,102 @@ impl Backend {
         }
     }
 
-    /// Replicates a system command (deadline expiry; no key, no receipt stored).
-    pub async fn submit_system(&self, action: kungfu_core::Action) -> Result<Written, Status> {
+    /// Replicates several system commands (deadline expiries) as one log entry, all stamped with
+    /// one time; one outcome per action, in order. An error means the entry's outcome is unknown
+    /// or it was never proposed: propose again (each expiry ends its obligation at most once).
+    pub async fn submit_system_many(
+        &self,
+        actions: Vec<kungfu_core::Action>,
+    ) -> Result<Vec<Result<Receipt, Rejection>>, WriteError> {
         if !self.node.is_leader() {
-            return Err(self.not_leader());
+            return Err(WriteError::NotLeader { leader: self.node.leader_elsewhere() });
         }
-        let mut ts = self.stamp()?;
+        let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
+        self.node.until_caught_up(timeout).await?;
+        let mut ts = self.stamp().map_err(|s| WriteError::NotCaughtUp(s.message().to_string()))?;
         if crate::canary::armed("early-deadlines") {
             ts = Timestamp(ts.0 + crate::canary::EARLY_BY_MICROS);
         }
-        let cmd = Command::new(Principal::System, action, None, ts);
-        self.submit_command(cmd).await
+        let cmds: Vec<Command> = actions.into_iter().map(|a| Command::new(Principal::System, a, None, ts)).collect();
+        let started = std::time::Instant::now();
+        let (answers, _) = self.node.write_many_within(cmds, timeout).await?;
+        let mut outcomes = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let outcome = match answer {
+                Response::Applied { outcome, .. } => outcome,
+                other => return Err(WriteError::Fatal(format!("an expiry was answered with {other:?}"))),
+            };
+            let code = outcome.as_ref().err().map_or("ok", |r| r.code.as_str());
+            crate::metrics::action("expire", code, started.elapsed());
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
     }
 
     /// Proposes a command through raft and answers from its applied result.
-    pub(crate) async fn submit_command(&self, cmd: Command) -> Result<Written, Status> {
+    pub(crate) async fn submit_command(self: &Arc<Self>, cmd: Command) -> Result<Written, Status> {
+        self.propose(cmd).await?.await
+    }
+
+    /// Hands a command to raft now, in order with this node's other proposals, and returns the
+    /// wait for its answer (which an object's actor runs apart, so it can propose its next command
+    /// while this one commits). An error means nothing was proposed.
+    pub(crate) async fn propose(
+        self: &Arc<Self>,
+        cmd: Command,
+    ) -> Result<impl std::future::Future<Output = Result<Written, Status>> + Send + 'static, Status> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         let kind = cmd.action.kind().as_str();
         let started = std::time::Instant::now();
-        let written = self.node.write_within(cmd, timeout).await;
-        if let Ok((_, log_id)) = &written {
-            tracing::Span::current().record("log_index", log_id.index);
-        }
-        let (outcome, result) = match written {
-            Ok((Response::Applied { outcome: Ok(receipt), replayed }, _)) => {
-                (if replayed { "replayed" } else { "ok" }, Ok(Written { receipt, replayed }))
-            }
-            Ok((Response::Applied { outcome: Err(rejection), .. }, _)) => {
-                (rejection.code.as_str(), Err(rejection_status(&rejection)))
-            }
-            Ok((Response::Done, _)) => {
-                ("indeterminate", Err(status(Code::Unavailable, "the log answered a command with no result")))
-            }
-            Err(WriteError::NotLeader { leader }) => ("NOT_LEADER", Err(self.not_leader_hinted(leader))),
+        let proposed = match self.node.propose_in_order(cmd).await {
+            Ok(p) => p,
+            Err(e) => return Err(self.write_failed(kind, started, e)),
+        };
+        let b = self.clone();
+        let span = tracing::Span::current();
+        Ok(tracing::Instrument::instrument(
+            async move {
+                let written = proposed.outcome(timeout).await;
+                let (outcome, result) = match written {
+                    Ok((Response::Applied { outcome: Ok(receipt), replayed }, log_id)) => {
+                        tracing::Span::current().record("log_index", log_id.index);
+                        (if replayed { "replayed" } else { "ok" }, Ok(Written { receipt, replayed }))
+                    }
+                    Ok((Response::Applied { outcome: Err(rejection), .. }, log_id)) => {
+                        tracing::Span::current().record("log_index", log_id.index);
+                        (rejection.code.as_str(), Err(rejection_status(&rejection)))
+                    }
+                    Ok((Response::Done | Response::Batch(_), _)) => {
+                        ("indeterminate", Err(status(Code::Unavailable, "the log answered a command with no result")))
+                    }
+                    Err(e) => return Err(b.write_failed(kind, started, e)),
+                };
+                b.answered(kind, outcome, started);
+                result
+            },
+            span,
+        ))
+    }
+
+    /// The answer to a write that raft did not apply (or whose outcome is unknown).
+    fn write_failed(&self, kind: &'static str, started: std::time::Instant, e: WriteError) -> Status {
+        let (outcome, status) = match e {
+            WriteError::NotLeader { leader } => ("NOT_LEADER", self.not_leader_hinted(leader)),
+            e @ WriteError::NotCaughtUp(_) => ("UNAVAILABLE", status(Code::Unavailable, e.to_string())),
             // L3: an indeterminate write may have been applied; the same key returns its receipt.
-            Err(e @ WriteError::Indeterminate(_)) | Err(e @ WriteError::Fatal(_)) => (
+            e @ (WriteError::Indeterminate(_) | WriteError::Fatal(_)) => (
                 "indeterminate",
-                Err(status(Code::Unavailable, format!("{e}; retry the same request with the same idempotency key"))),
+                status(Code::Unavailable, format!("{e}; retry the same request with the same idempotency key")),
             ),
         };
+        self.answered(kind, outcome, started);
+        status
+    }
+
+    fn answered(&self, kind: &'static str, outcome: &str, started: std::time::Instant) {
         crate::metrics::action(kind, outcome, started.elapsed());
         tracing::Span::current().record("outcome", outcome);
         tracing::debug!(latency_us = started.elapsed().as_micros() as u64, "action answered");
-        result
     }
 
     /// A linearizable read on one consistent snapshot (§9, DESIGN §8).

@@ -113,7 +113,7 @@ pub struct Config {
     pub rate_limits: crate::ratelimit::RateSettings,
     /// Where Prometheus metrics are served (`/metrics`); None serves none.
     pub metrics_listen: Option<SocketAddr>,
-    /// Per-object actors: how many live at once, idle timeout, mailbox bound.
+    /// Per-object actors: how many live at once, idle timeout, mailbox bound, actions in flight.
     pub actors: crate::actors::ActorSettings,
 }
 
@@ -208,8 +208,8 @@ impl Config {
         if !self.registration.open && self.operator_token.is_none() {
             return Err(bad("registration.open", "closed registration needs an operator_token"));
         }
-        if self.actors.max_live == 0 || self.actors.max_pending == 0 {
-            return Err(bad("actors", "max_live and max_pending must be at least 1"));
+        if self.actors.max_live == 0 || self.actors.max_pending == 0 || self.actors.max_in_flight == 0 {
+            return Err(bad("actors", "max_live, max_pending and max_in_flight must be at least 1"));
         }
         // The budget must leave room under the raft message limit for a part's header and one
         // entry larger than the budget (which goes alone).

@@ -1,20 +1,40 @@
-//! The deadline scheduler (L4, DESIGN §4). On the leader it watches the due index and, when a
-//! deadline passes, proposes `Expire { obligation, due_at }`. Apply ends the obligation only if it
-//! is still open and due at the command's time, so proposing twice, or from two leaders across a
-//! failover, still ends it exactly once. A new leader finds every pending deadline in the due index
-//! (which is replicated state) before it serves its first tick, so none is lost with the old leader.
+//! The deadline scheduler (L4, DESIGN §4), driven by the fact feed (STYLE habit 11: effects follow
+//! facts, never a poll loop).
+//!
+//! While this node leads with its state caught up (`RaftNode::leads_caught_up`: it has applied
+//! its own term, so the due index holds every deadline an earlier leader armed), the scheduler
+//! keeps every pending deadline in memory, ordered by due time. It subscribes to the feed first,
+//! then reads the whole due index (replicated state), so nothing applied in between is missed;
+//! afterwards each applied command's effects arm the deadlines that arose and disarm the ones
+//! that ended. A lagging subscription or a snapshot install re-reads the due index (the feed's lag
+//! policy). One timer sleeps until the earliest due time; when it fires, every deadline then due,
+//! up to [`MAX_BATCH`], is proposed as ONE log entry of `Expire` commands, so a storm of
+//! deadlines due in the same second costs a few raft rounds, not one each. While a proposal is in
+//! flight, newly due deadlines wait and go together in the next.
+//!
+//! Exactly once: apply ends an obligation only if it is still open and due at the command's time,
+//! so a proposal repeated (after an indeterminate write, or by two leaders across a failover) ends
+//! it at most once, and the expiry of one already ended is answered NO_EFFECT. A deadline taken
+//! out of the pending set for a proposal that failed is put back.
 
 use crate::backend::Backend;
 use kungfu_core::Action;
-use kungfu_core::read::{DueItem, due_items};
+use kungfu_core::effects::Deadline;
+use kungfu_core::read::due_obligations;
+use kungfu_raft::feed::FeedEvent;
+use kungfu_raft::node::{caught_up_in, leader_in};
 use kungfu_types::{Code, Timestamp};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 
-/// How many due entries one tick looks at. Later ones are found by the next tick.
-const BATCH: usize = 256;
-/// The longest the scheduler sleeps: new obligations may have arisen with earlier deadlines.
-const MAX_SLEEP: Duration = Duration::from_millis(200);
+/// Most expiries proposed in one log entry.
+pub const MAX_BATCH: usize = 1024;
+/// Due-index entries read per page when (re)loading.
+const LOAD_PAGE: usize = 4096;
+/// How long to wait before proposing again after a proposal whose outcome is unknown.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
 
 fn now() -> Timestamp {
     Timestamp(
@@ -22,48 +42,185 @@ fn now() -> Timestamp {
     )
 }
 
-/// Runs until `stop` resolves.
+/// Runs until `stop` changes.
 pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let me = b.node.id;
     loop {
-        let sleep = if b.node.is_leader() { tick(&b).await } else { MAX_SLEEP };
+        let wait = b.node.raft.wait(None);
+        let leads = wait.metrics(move |m| caught_up_in(m, me), "the deadline scheduler: lead");
         tokio::select! {
-            _ = tokio::time::sleep(sleep) => {}
+            r = leads => if r.is_err() { return },  // raft stopped
             _ = stop.changed() => return,
+        }
+        if let Led::Stopped = lead(&b, &mut stop).await {
+            return;
         }
     }
 }
 
-/// Proposes the expiry of every due deadline; returns how long to sleep before the next tick.
-async fn tick(b: &Backend) -> Duration {
-    let due: Vec<DueItem> = match b.node.state.read(|s| due_items(s, BATCH)) {
-        Ok(d) => d,
+/// How a term of leadership ended for the scheduler.
+enum Led {
+    Lost,
+    Stopped,
+}
+
+/// The pending deadlines while this node leads.
+#[derive(Debug, Default)]
+struct Pending(BTreeSet<Deadline>);
+
+impl Pending {
+    /// Every deadline of the due index, read page by page.
+    fn load(b: &Backend) -> Result<Pending, kungfu_core::StateError> {
+        let mut all = BTreeSet::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = b.node.state.read(|s| due_obligations(s, after.as_deref(), LOAD_PAGE))?;
+            let full = page.len() == LOAD_PAGE;
+            for (key, obligation, _) in page {
+                if let Some((due_at, _)) = kungfu_core::keys::due_entry_of(&key) {
+                    all.insert(Deadline { due_at, obligation });
+                }
+                after = Some(key);
+            }
+            if !full {
+                return Ok(Pending(all));
+            }
+        }
+    }
+
+    fn follow(&mut self, event: &FeedEvent) -> bool {
+        match event {
+            FeedEvent::Applied { commands, .. } => {
+                for c in commands.iter() {
+                    for d in &c.effects.ended {
+                        self.0.remove(d);
+                    }
+                    self.0.extend(c.effects.armed.iter().copied());
+                }
+                true
+            }
+            FeedEvent::Replaced { .. } => false,
+        }
+    }
+
+    /// Takes out every deadline due at `t`, at most [`MAX_BATCH`].
+    fn take_due(&mut self, t: Timestamp) -> Vec<Deadline> {
+        let due: Vec<Deadline> = self.0.iter().take_while(|d| d.due_at <= t).take(MAX_BATCH).copied().collect();
+        for d in &due {
+            self.0.remove(d);
+        }
+        due
+    }
+}
+
+/// One term of leadership: load, then follow the feed and fire timers until the term ends.
+async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Led {
+    let me = b.node.id;
+    let term = b.node.metrics().current_term;
+    // Subscribe before reading the due index: what is applied after the read arrives on the feed.
+    let mut feed = b.node.feed.subscribe();
+    let mut pending = match Pending::load(b) {
+        Ok(p) => p,
         Err(e) => {
-            tracing::error!(error = %e, "cannot read the due index");
-            return MAX_SLEEP;
+            tracing::error!(error = %e, "cannot read the due index; deadlines wait for the next leadership");
+            return Led::Lost;
         }
     };
+    tracing::info!(pending = pending.0.len(), term, "deadline timers armed from the due index");
+    let wait = b.node.raft.wait(None);
+    let lost = wait.metrics(
+        move |m| leader_in(m) != Some(me) || m.current_term != term,
+        "the deadline scheduler: leadership lost",
+    );
+    tokio::pin!(lost);
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    loop {
+        let wake = next_wake(&pending, retry_at);
+        tokio::select! {
+            _ = stop.changed() => return Led::Stopped,
+            _ = &mut lost => {
+                tracing::info!(term, "deadline timers disarmed: this node no longer leads");
+                return Led::Lost;
+            }
+            event = feed.recv() => {
+                let reload = match event {
+                    Ok(e) => !pending.follow(&e),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(skipped = n, "the deadline scheduler fell behind the fact feed; re-reading the due index");
+                        true
+                    }
+                    Err(RecvError::Closed) => return Led::Stopped,
+                };
+                if reload {
+                    match Pending::load(b) {
+                        Ok(p) => pending = p,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot read the due index");
+                            return Led::Lost;
+                        }
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(wake.unwrap_or_else(far_future)), if wake.is_some() => {
+                retry_at = None;
+                if !fire(b, &mut pending).await {
+                    retry_at = Some(tokio::time::Instant::now() + RETRY_AFTER);
+                }
+            }
+        }
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(3600)
+}
+
+/// When the timer must wake: at the earliest due time (or the retry time after a failed
+/// proposal, whichever is later), None with nothing pending.
+fn next_wake(pending: &Pending, retry_at: Option<tokio::time::Instant>) -> Option<tokio::time::Instant> {
+    let first = pending.0.first()?;
+    let mut wall = now();
+    if crate::canary::armed("early-deadlines") {
+        wall = Timestamp(wall.0 + crate::canary::EARLY_BY_MICROS);
+    }
+    let at = tokio::time::Instant::now() + Duration::from_micros(first.due_at.0.saturating_sub(wall.0));
+    Some(retry_at.map_or(at, |r| r.max(at)))
+}
+
+/// Proposes every deadline due now as one entry. Returns false if the outcome is unknown (the
+/// deadlines are back in `pending`, to be proposed again after a pause).
+async fn fire(b: &Arc<Backend>, pending: &mut Pending) -> bool {
     let mut t = now();
     if crate::canary::armed("early-deadlines") {
         t = Timestamp(t.0 + crate::canary::EARLY_BY_MICROS);
     }
-    for item in &due {
-        if item.due_at > t {
-            let wait = Duration::from_micros(item.due_at.0 - t.0);
-            return wait.min(MAX_SLEEP);
+    let due = pending.take_due(t);
+    if due.is_empty() {
+        return true;
+    }
+    let actions = due.iter().map(|d| Action::Expire { obligation: d.obligation, due_at: d.due_at }).collect();
+    match b.submit_system_many(actions).await {
+        Ok(outcomes) => {
+            let at = now();
+            for (d, outcome) in due.iter().zip(outcomes) {
+                match outcome {
+                    Ok(_) => {
+                        let late = at.since(d.due_at);
+                        crate::metrics::deadline_lateness(Duration::from_micros(late.0));
+                        tracing::debug!(obligation = ?d.obligation, lateness_us = late.0, "deadline ended an obligation");
+                    }
+                    // Already ended, by an action that settled it first or an earlier proposal.
+                    Err(r) if r.code == Code::NoEffect => {}
+                    Err(r) => tracing::warn!(obligation = ?d.obligation, rejection = ?r, "expiry refused"),
+                }
+            }
+            tracing::info!(expired = due.len(), "deadlines proposed together");
+            true
         }
-        match b.submit_system(Action::Expire { obligation: item.obligation, due_at: item.due_at }).await {
-            Ok(_) => {
-                let late = now().since(item.due_at);
-                crate::metrics::deadline_lateness(std::time::Duration::from_micros(late.0));
-                tracing::info!(obligation = ?item.obligation, lateness_us = late.0, "deadline ended an obligation");
-            }
-            // Already ended by an earlier proposal or by an action that settled it first.
-            Err(s) if kungfu_api::status_rejection(&s).is_some_and(|r| r.code == Code::NoEffect) => {}
-            Err(s) => {
-                tracing::warn!(obligation = ?item.obligation, status = %s, "expiry not applied; will retry");
-                return MAX_SLEEP;
-            }
+        Err(e) => {
+            tracing::warn!(error = %e, count = due.len(), "expiries not applied; will propose again");
+            pending.0.extend(due);
+            false
         }
     }
-    if due.len() == BATCH { Duration::ZERO } else { MAX_SLEEP }
 }

@@ -8,10 +8,14 @@
 //!   linearizable read round makes the first event reflect every write acknowledged before the call.
 //!   Errors of that first read (NOT_FOUND for a non-member, a malformed cursor) are the call's status.
 //! - One task per stream feeds a bounded channel ([`STREAM_BUFFER`]) that tonic drains. The task
-//!   sleeps until the node applies something (a single hub task per service watches the raft
-//!   metrics and republishes only the applied index and leadership, so heartbeats wake no stream),
-//!   or at most [`FALLBACK_POLL`]. Before each read it marks the applied index it acts on as seen,
-//!   so a command applied after the read always wakes it again: no change is missed.
+//!   sleeps until something it watches changes: a single hub task per service follows the node's
+//!   fact feed (`kungfu_raft::feed`) and wakes only the streams a command concerns, a turn watch
+//!   when the command's effects touched that agent's turn, a thread watch when it journaled a fact
+//!   under that thread (a post, a membership ending, the close). A turn watch also wakes when the
+//!   earliest deadline among its items passes (the item's next step becomes `wait` with no
+//!   command applied). When the hub falls behind the feed, or a snapshot replaces the state, it
+//!   wakes every stream, which re-reads (the feed's lag policy). Before each read a stream marks its
+//!   wake-up seen, so a command applied after the read always wakes it again: no change is missed.
 //! - A send waits for two free slots and uses one, so the final status always fits in the channel.
 //! - The stream ends with NOT_LEADER when this node stops leading, with UNAVAILABLE when the node
 //!   shuts down (the server calls [`WatchService::stop`], or raft stops), with NOT_FOUND when a thread watcher stops
@@ -27,7 +31,7 @@ use kungfu_api::watch::{self as wire, TurnCursor, TurnDelta};
 use kungfu_core::model::{Entry, ObligationId};
 use kungfu_core::read::{self, ReadError, TurnItem};
 use kungfu_core::{Limits, StateExt};
-use kungfu_types::{AgentId, Code, EntrySeq, Micros, Rejection, ThreadId, Timestamp};
+use kungfu_types::{AgentId, Code, EntrySeq, Micros, ObjectRef, Rejection, ThreadId, Timestamp};
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -43,20 +47,32 @@ pub const STREAM_BUFFER: usize = 64;
 /// A turn watch follows at most this many obligations; a larger turn ends the stream with
 /// LIMIT_EXCEEDED (GetTurn pages through any size).
 pub const MAX_WATCHED_TURN: usize = 10_000;
-/// The longest a stream sleeps without looking at the state again (a turn item's next step turns
-/// to `wait` when its deadline passes, with no command applied).
-pub const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// Most items (upserted plus removed) in one turn event.
 const TURN_EVENT_ITEMS: usize = 100;
 
 type EventStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
 
-/// What streams wake on: the node's applied index and leadership, and whether the node stops.
+/// What every stream watches besides its own interest: this node's leadership, and whether the
+/// node stops.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Progress {
-    applied: Option<u64>,
     leading: bool,
     stopping: bool,
+}
+
+/// What one stream follows on the fact feed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Interest {
+    Turn(AgentId),
+    Object(ObjectRef),
+}
+
+/// The wake-up counters of every followed interest, shared by the hub and the streams. A counter
+/// lives while a stream holds a receiver of it.
+type Interests = Arc<Mutex<HashMap<Interest, watch::Sender<u64>>>>;
+
+fn follow(interests: &Interests, i: Interest) -> watch::Receiver<u64> {
+    lock(interests).entry(i).or_insert_with(|| watch::channel(0).0).subscribe()
 }
 
 /// The watch service. Cheap to clone; all clones share the hub and the per-agent stream counts.
@@ -66,6 +82,7 @@ pub struct WatchService {
     progress: watch::Receiver<Progress>,
     stop: Arc<watch::Sender<Progress>>,
     open: Arc<Mutex<HashMap<AgentId, usize>>>,
+    interests: Interests,
     max_per_agent: usize,
 }
 
@@ -76,11 +93,13 @@ impl WatchService {
     }
 
     pub fn with_max_streams(b: Arc<Backend>, max_per_agent: usize) -> WatchService {
-        let initial = Progress { applied: b.node.applied_index(), leading: b.node.is_leader(), stopping: false };
+        let initial = Progress { leading: b.node.is_leader(), stopping: false };
         let (tx, progress) = watch::channel(initial);
         let tx = Arc::new(tx);
+        let interests = Interests::default();
         tokio::spawn(hub(b.node.raft.clone(), b.node.id, tx.clone()));
-        WatchService { b, progress, stop: tx, open: Arc::new(Mutex::new(HashMap::new())), max_per_agent }
+        tokio::spawn(waker(b.node.feed.subscribe(), interests.clone(), tx.clone()));
+        WatchService { b, progress, stop: tx, open: Arc::new(Mutex::new(HashMap::new())), interests, max_per_agent }
     }
 
     /// The tonic service with the API's message size bounds.
@@ -119,12 +138,21 @@ impl WatchService {
     async fn open<T: Send + 'static>(
         &self,
         me: AgentId,
+        interest: Interest,
     ) -> Result<(Feed<T>, Limits, mpsc::Receiver<Result<T, Status>>), Status> {
         let slot = self.acquire(me)?;
+        // Followed before the first read, so whatever is applied after that read wakes the stream.
+        let wake = follow(&self.interests, interest);
         let limits = self.b.read(|_, l, _| Ok(l.clone())).await?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let mut feed =
-            Feed { b: self.b.clone(), tx, progress: self.progress.clone(), stop: self.progress.clone(), _slot: slot };
+        let mut feed = Feed {
+            b: self.b.clone(),
+            tx,
+            wake,
+            progress: self.progress.clone(),
+            stop: self.progress.clone(),
+            _slot: slot,
+        };
         feed.check().map_err(|end| match end {
             End::Status(s) => s,
             End::Gone | End::Closed => Status::cancelled("the stream ended before it started"),
@@ -166,8 +194,8 @@ impl Drop for Slot {
 
 // --- The hub --------------------------------------------------------------------------------------
 
-/// Republishes the applied index and leadership from the raft metrics (which also change on every
-/// heartbeat) and marks the service stopping when raft shuts down.
+/// Republishes leadership from the raft metrics (which also change on every heartbeat) and marks
+/// the service stopping when raft shuts down.
 async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>) {
     loop {
         let seen = *tx.borrow();
@@ -176,21 +204,14 @@ async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>)
         }
         let wait = raft.wait(None);
         let changed = wait.metrics(
-            move |m| {
-                (m.last_applied.as_ref().map(|l| l.index), kungfu_raft::node::leader_in(&m) == Some(id))
-                    != (seen.applied, seen.leading)
-            },
-            "watch streams: applied index or leadership changed",
+            move |m| (kungfu_raft::node::leader_in(&m) == Some(id)) != seen.leading,
+            "watch streams: leadership changed",
         );
         tokio::select! {
             r = changed => match r {
                 Ok(m) => {
-                    let applied = m.last_applied.as_ref().map(|l| l.index);
                     let leading = kungfu_raft::node::leader_in(&m) == Some(id);
-                    tx.send_modify(|p| {
-                        p.applied = applied;
-                        p.leading = leading;
-                    });
+                    tx.send_modify(|p| p.leading = leading);
                 }
                 // Raft is shutting down.
                 Err(_) => break,
@@ -200,6 +221,42 @@ async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>)
         }
     }
     tx.send_modify(|p| p.stopping = true);
+}
+
+/// Follows the fact feed and wakes the streams each applied command concerns; every stream when
+/// it fell behind the feed or a snapshot replaced the state (they re-read, nothing is skipped).
+async fn waker(
+    mut feed: tokio::sync::broadcast::Receiver<kungfu_raft::feed::FeedEvent>,
+    interests: Interests,
+    progress: Arc<watch::Sender<Progress>>,
+) {
+    use kungfu_raft::feed::FeedEvent;
+    use tokio::sync::broadcast::error::RecvError;
+    let bump = |w: &watch::Sender<u64>| w.send_modify(|n| *n = n.wrapping_add(1));
+    loop {
+        let event = tokio::select! {
+            e = feed.recv() => e,
+            () = progress.closed() => return,
+        };
+        let mut interests = lock(&interests);
+        // Counters no stream holds any more are dropped as the hub passes by.
+        interests.retain(|_, w| w.receiver_count() > 0);
+        match event {
+            Ok(FeedEvent::Applied { commands, .. }) => {
+                for c in commands.iter() {
+                    let turns = c.effects.turns.iter().map(|a| Interest::Turn(*a));
+                    let objects = c.effects.objects.iter().map(|o| Interest::Object(*o));
+                    for i in turns.chain(objects) {
+                        if let Some(w) = interests.get(&i) {
+                            bump(w);
+                        }
+                    }
+                }
+            }
+            Ok(FeedEvent::Replaced { .. }) | Err(RecvError::Lagged(_)) => interests.values().for_each(bump),
+            Err(RecvError::Closed) => return,
+        }
+    }
 }
 
 // --- One stream -----------------------------------------------------------------------------------
@@ -220,7 +277,10 @@ enum End {
 struct Feed<T> {
     b: Arc<Backend>,
     tx: mpsc::Sender<Result<T, Status>>,
-    /// Wakes the read loop; its seen mark is the applied index the last read acted on.
+    /// Wakes the read loop when a command concerned what the stream watches; its seen mark is
+    /// the wake-up the last read acted on.
+    wake: watch::Receiver<u64>,
+    /// Leadership and stopping.
     progress: watch::Receiver<Progress>,
     /// Watched while a send waits for the client, so a stop is never stuck behind a slow reader.
     stop: watch::Receiver<Progress>,
@@ -231,6 +291,7 @@ impl<T: Send + 'static> Feed<T> {
     /// Marks the current progress seen (the next read sees at least it) and checks that the
     /// stream may go on.
     fn check(&mut self) -> Result<(), End> {
+        self.wake.borrow_and_update();
         let p = *self.progress.borrow_and_update();
         verdict(&self.b, p)
     }
@@ -262,16 +323,23 @@ impl<T: Send + 'static> Feed<T> {
         }
     }
 
-    /// Sleeps until the node applies something, at most [`FALLBACK_POLL`].
-    async fn wait(&mut self) -> Result<(), End> {
+    /// Sleeps until a command concerns what this stream watches, leadership changes, or `until`
+    /// (a time the stream's answer changes by itself) passes.
+    async fn wait(&mut self, until: Option<Duration>) -> Result<(), End> {
+        let timer = tokio::time::sleep(until.unwrap_or(Duration::from_secs(86_400)));
         tokio::select! {
-            r = self.progress.changed() => {
+            r = self.wake.changed() => {
                 if r.is_err() {
                     // The hub is gone: the node is stopping.
                     return Err(stopping(&self.b));
                 }
             }
-            () = tokio::time::sleep(FALLBACK_POLL) => {}
+            r = self.progress.changed() => {
+                if r.is_err() {
+                    return Err(stopping(&self.b));
+                }
+            }
+            () = timer, if until.is_some() => {}
             () = self.tx.closed() => return Err(End::Gone),
         }
         Ok(())
@@ -381,7 +449,7 @@ async fn run_turn(
     send_turn(feed, first, &cursor).await?;
     let mut digest = cursor.digest;
     loop {
-        feed.wait().await?;
+        feed.wait(until_next_wait(&sent, wall_now())).await?;
         feed.check()?;
         let (applied, items) = read_turn(&feed.b, me, &limits).map_err(End::Status)?;
         let now = wire::turn_digest(me, &items);
@@ -393,6 +461,16 @@ async fn run_turn(
         digest = now;
         send_turn(feed, delta, &TurnCursor { applied_index: applied, digest }).await?;
     }
+}
+
+/// How long until the earliest item whose next step turns to `wait` when its deadline passes.
+fn until_next_wait(items: &BTreeMap<ObligationId, TurnItem>, now: Timestamp) -> Option<Duration> {
+    items
+        .values()
+        .filter(|i| i.next != kungfu_types::NextStep::Wait)
+        .filter_map(|i| i.due_at)
+        .min()
+        .map(|due| Duration::from_micros(due.0.saturating_sub(now.0)))
 }
 
 // --- A thread -------------------------------------------------------------------------------------
@@ -444,7 +522,7 @@ async fn run_thread(
             if batch.closed {
                 return Err(End::Closed);
             }
-            feed.wait().await?;
+            feed.wait(None).await?;
         }
         // A full page: more backlog may follow at once; still re-check leadership between pages.
         feed.check()?;
@@ -464,7 +542,7 @@ impl pb::watch_service_server::WatchService for WatchService {
     ) -> Result<Response<Self::WatchTurnStream>, Status> {
         let me = self.b.authenticate(&request).await?;
         let resume = wire::watch_turn_query(request.get_ref())?;
-        let (mut feed, limits, rx) = self.open(me).await?;
+        let (mut feed, limits, rx) = self.open(me, Interest::Turn(me)).await?;
         let (applied, items) = read_turn(&self.b, me, &limits)?;
         let digest = wire::turn_digest(me, &items);
         let first = match resume {
@@ -489,7 +567,7 @@ impl pb::watch_service_server::WatchService for WatchService {
     ) -> Result<Response<Self::WatchThreadStream>, Status> {
         let me = self.b.authenticate(&request).await?;
         let q = wire::watch_thread_query(request.get_ref())?;
-        let (mut feed, limits, rx) = self.open(me).await?;
+        let (mut feed, limits, rx) = self.open(me, Interest::Object(ObjectRef::Thread(q.thread))).await?;
         // The first batch is read before answering, so a non-member is refused by the call itself.
         let first = read_batch(&self.b, me, q.thread, q.after, q.page_size, &limits)?;
         tokio::spawn(async move {

@@ -194,3 +194,58 @@ async fn live_actors_stay_within_their_bound_and_idle_ones_stop() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_object_keeps_several_actions_in_flight_and_each_is_decided_at_apply() {
+    let f = Arc::new(fixture(100, 60_000).await);
+    let (lead, worker) = (f.agent().await, f.agent().await);
+    let thread = f.thread_with(lead, worker).await;
+    let outsider = f.agent().await;
+    let logged = |f: &Fixture| f.b.node.metrics().last_log_index.unwrap_or(0);
+    let before = logged(&f);
+    // With apply held, nothing proposed can be answered: an actor that proposed one action at a
+    // time would leave a single one in the log.
+    f.b.node.apply_gate.hold();
+    const N: u64 = 10;
+    let mut tasks = Vec::new();
+    for _ in 0..N {
+        let f = f.clone();
+        tasks.push(tokio::spawn(async move {
+            f.b.submit(Principal::Agent(lead), KeyedAction { key: f.key(), action: post(thread, None) }).await
+        }));
+    }
+    let until_logged = |n: u64| {
+        let f = f.clone();
+        async move {
+            let start = Instant::now();
+            while logged(&f) < before + n {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "only {} of {n} actions of one thread reached the log while none could apply",
+                    logged(&f) - before
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    until_logged(N).await;
+    // One more, from a non-member, while the posts are in flight: the actor cannot pre-check it
+    // against a state that the posts ahead of it may change, so it is proposed and apply refuses it.
+    let refused = {
+        let f = f.clone();
+        tokio::spawn(async move {
+            f.b.submit(Principal::Agent(outsider), KeyedAction { key: f.key(), action: post(thread, None) }).await
+        })
+    };
+    until_logged(N + 1).await;
+    f.b.node.apply_gate.release();
+    let mut entries = BTreeSet::new();
+    for t in tasks {
+        match t.await.expect("join").expect("every post is applied").receipt.result {
+            ActionResult::Posted { entry, .. } => assert!(entries.insert(entry), "one entry each"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let r = refused.await.expect("join").expect_err("a non-member cannot post");
+    assert_eq!(kungfu_api::status_rejection(&r).map(|r| r.code.as_str()), Some("NOT_FOUND"), "{r}");
+}

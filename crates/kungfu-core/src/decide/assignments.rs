@@ -74,7 +74,7 @@ pub(super) fn take_assignment(
     if a.state != AssignmentState::Open {
         return reject(Code::InvalidState, "the assignment is not open; an assignment has at most one taking");
     }
-    deadline_won(settled, ObligationId::AssignmentDelivery(id))?;
+    deadline_won(cx, settled, ObligationId::AssignmentDelivery(id))?;
     cx.emit(Fact::AssignmentTaken { assignment: id, thread: a.thread })?;
     let a = cx.tx.assignment(id)?.ok_or_else(|| StateError::corrupt(&keys::assignment(id), "missing"))?;
     let AssignmentState::Taken { delivery_due, .. } = a.state else {
@@ -96,7 +96,7 @@ pub(super) fn deliver_assignment(
     if a.addressee != me {
         return reject(Code::NotTaker, "only the taker may deliver this assignment");
     }
-    deadline_won(settled, ObligationId::AssignmentDelivery(id))?;
+    deadline_won(cx, settled, ObligationId::AssignmentDelivery(id))?;
     match a.state {
         AssignmentState::Taken { .. } => {}
         AssignmentState::Open => {
@@ -155,7 +155,7 @@ fn judge_assignment(
     if a.creator != me {
         return reject(Code::NotCreator, "only the creator may judge this assignment");
     }
-    deadline_won(settled, ObligationId::AssignmentJudgment(id))?;
+    deadline_won(cx, settled, ObligationId::AssignmentJudgment(id))?;
     if !matches!(a.state, AssignmentState::Delivered { .. }) {
         return reject(Code::InvalidState, "only a delivered, unjudged assignment can be judged");
     }
@@ -186,7 +186,7 @@ pub(super) fn drop_assignment(
     if a.addressee != me {
         return reject(Code::NotTaker, "only the taker may drop this assignment");
     }
-    deadline_won(settled, ObligationId::AssignmentDelivery(id))?;
+    deadline_won(cx, settled, ObligationId::AssignmentDelivery(id))?;
     if !matches!(a.state, AssignmentState::Taken { .. }) {
         return reject(Code::InvalidState, "only a taken, undelivered assignment can be dropped");
     }
@@ -205,7 +205,7 @@ pub(super) fn void_assignment(
     if a.creator != me {
         return reject(Code::NotCreator, "only the creator may void this assignment");
     }
-    deadline_won(settled, ObligationId::AssignmentDelivery(id))?;
+    deadline_won(cx, settled, ObligationId::AssignmentDelivery(id))?;
     if !a.state.is_undelivered() {
         return reject(Code::InvalidState, "only an undelivered assignment can be voided");
     }

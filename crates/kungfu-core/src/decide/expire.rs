@@ -6,8 +6,8 @@ use crate::fact::{ExpiryResult, Fact};
 use crate::keys;
 use crate::model::*;
 use crate::receipt::ActionResult;
-use crate::state::{IndexRef, StateError, StateExt, StateRead};
-use kungfu_types::{Code, EngagementId, ObjectRef, Timestamp};
+use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
+use kungfu_types::{Code, EngagementId, ObjectRef, TaskId, Timestamp};
 
 /// L4: the system's expiry. The deadlines of the obligation's object were settled before it; a stale
 /// or early expiry ends nothing and is refused like any action without effect (L2); what it did end
@@ -99,4 +99,62 @@ fn missing_judgment_result(state: &dyn StateRead, e: EngagementId) -> Result<Exp
         Some(l) if task.adopted >= l => ExpiryResult::Undecided,
         _ => ExpiryResult::Adopted,
     })
+}
+
+/// Facts of a Task's journal looked at, newest first, to tell a judgment ended by its deadline
+/// (adopted by the contract's default) from one adopted by the requester.
+const JOURNAL_LOOKBACK: usize = 256;
+
+/// L4: whether obligation `id` already ended by its deadline, as its record shows. An action that
+/// comes after the expiry was applied gets the same answer as one that finds the deadline due and
+/// settles it first (`DEADLINE_PASSED`): the code must not depend on how fast the timer was.
+pub(super) fn ended_by_deadline(cx: &Cx<'_>, id: ObligationId) -> Res<bool> {
+    Ok(match id {
+        ObligationId::Response { .. } => false,
+        // Only the delivery deadline ends an assignment TimedOut, only the judgment deadline
+        // ends one Undecided (§6.4).
+        ObligationId::AssignmentDelivery(a) => cx
+            .tx
+            .assignment(a)?
+            .is_some_and(|a| matches!(a.state, AssignmentState::Ended { outcome: AssignmentOutcome::TimedOut, .. })),
+        ObligationId::AssignmentJudgment(a) => cx
+            .tx
+            .assignment(a)?
+            .is_some_and(|a| matches!(a.state, AssignmentState::Ended { outcome: AssignmentOutcome::Undecided, .. })),
+        ObligationId::EngagementDelivery(e) => cx
+            .tx
+            .engagement(e)?
+            .is_some_and(|e| matches!(e.state, EngagementState::Ended { outcome: EngagementOutcome::TimedOut, .. })),
+        ObligationId::EngagementJudgment(e) => match cx.tx.engagement(e)? {
+            Some(Engagement {
+                state: EngagementState::Ended { outcome: EngagementOutcome::Undecided, .. }, ..
+            }) => true,
+            // §7.1: a missing judgment may end the engagement adopted, like a judge would; the
+            // Task's journal says which it was.
+            Some(Engagement {
+                task,
+                state: EngagementState::Ended { outcome: EngagementOutcome::Adopted, at, .. },
+                ..
+            }) => judged_by_deadline(cx, task, id, at)?,
+            _ => false,
+        },
+    })
+}
+
+/// Whether the Task's journal records the deadline ending `id` at `at`: read newest first, down to
+/// facts older than `at`, at most [`JOURNAL_LOOKBACK`].
+fn judged_by_deadline(cx: &Cx<'_>, task: TaskId, id: ObligationId, at: Timestamp) -> Res<bool> {
+    let facts = cx.tx.scan_rev(&keys::journal_of(ObjectRef::Task(task)), None, JOURNAL_LOOKBACK)?;
+    for (key, record) in facts {
+        let Record::Fact(f) = record else {
+            return Err(StateError::corrupt(&key, "a journal entry is not a fact").into());
+        };
+        if f.at < at {
+            break;
+        }
+        if matches!(f.fact, Fact::DeadlinePassed { obligation, .. } if obligation == id) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

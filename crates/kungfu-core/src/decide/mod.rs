@@ -360,9 +360,10 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
     }
 }
 
-/// When the action failed only because the deadline ended the obligation first, say so (L4).
-fn deadline_won(settled: &[ObligationId], id: ObligationId) -> Res<()> {
-    if settled.contains(&id) {
+/// When the action fails because the deadline ended the obligation first, say so (L4): whether
+/// this command's own settling ended it (`settled`) or an expiry applied before it did.
+fn deadline_won(cx: &Cx<'_>, settled: &[ObligationId], id: ObligationId) -> Res<()> {
+    if settled.contains(&id) || expire::ended_by_deadline(cx, id)? {
         return reject(Code::DeadlinePassed, "the deadline passed before this action; the deadline wins");
     }
     Ok(())

@@ -1,13 +1,13 @@
 //! §7 Task: creating a Task, revising its contract, pausing and resuming it, and the engagements:
 //! taking, delivering, dropping and judging (§7.1–§7.4).
 
-use super::{Cx, Res, deadline_won, reject, reject_field};
+use super::{Cx, Res, deadline_won, expire, reject, reject_field};
 use crate::action::ContractDraft;
 use crate::fact::{Fact, Verdict};
 use crate::keys;
 use crate::model::*;
 use crate::receipt::ActionResult;
-use crate::state::{IndexRef, StateError, StateExt};
+use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
 use crate::visibility;
 use kungfu_types::{AgentId, Code, Content, EngagementId, TaskId, Version};
 
@@ -257,6 +257,12 @@ pub(super) fn deliver_task(
                         }
                     }
                 }
+                // L4: the same answer when the timer's expiry was applied before this action.
+                if let Some(e) = latest_engagement(cx, me, task)? {
+                    if expire::ended_by_deadline(cx, ObligationId::EngagementDelivery(e))? {
+                        return reject(Code::DeadlinePassed, "the delivery deadline passed first; the deadline wins");
+                    }
+                }
                 return reject(Code::InvalidState, "you hold no open engagement with this Task; take it first");
             }
         }
@@ -287,7 +293,7 @@ pub(super) fn drop_engagement(
         // §7.3: the author cannot cancel an engagement.
         return reject(Code::NotTaker, "only the engaged agent may drop an engagement; the author cannot cancel it");
     }
-    deadline_won(settled, ObligationId::EngagementDelivery(id))?;
+    deadline_won(cx, settled, ObligationId::EngagementDelivery(id))?;
     if !matches!(e.state, EngagementState::Open { .. }) {
         return reject(Code::InvalidState, "only an undelivered engagement can be dropped");
     }
@@ -335,7 +341,7 @@ fn judge_engagement(
     if e.judge != me {
         return reject(Code::NotRequester, "only the requester bound by the engagement's contract may judge it");
     }
-    deadline_won(settled, ObligationId::EngagementJudgment(id))?;
+    deadline_won(cx, settled, ObligationId::EngagementJudgment(id))?;
     if !matches!(e.state, EngagementState::Delivered { .. }) {
         return reject(Code::InvalidState, "only a delivered, unjudged engagement can be judged");
     }
@@ -364,4 +370,22 @@ fn judge_engagement(
     } else {
         ActionResult::EngagementRejected { task: e.task, engagement: id }
     })
+}
+
+/// Engagements of one agent looked at, newest first, to find its latest with a Task.
+const ENGAGEMENT_LOOKBACK: usize = 64;
+
+/// The agent's most recent engagement with `task`, among its latest [`ENGAGEMENT_LOOKBACK`].
+fn latest_engagement(cx: &Cx<'_>, me: AgentId, task: TaskId) -> Res<Option<EngagementId>> {
+    for (key, r) in cx.tx.scan_rev(&keys::agent_engagements(me), None, ENGAGEMENT_LOOKBACK)? {
+        let Record::Ref(IndexRef::Engagement(e)) = r else {
+            return Err(StateError::corrupt(&key, "an agent's engagement index names no engagement").into());
+        };
+        let found =
+            cx.tx.engagement(e)?.ok_or_else(|| StateError::corrupt(&key, "index names a missing engagement"))?;
+        if found.task == task {
+            return Ok(Some(e));
+        }
+    }
+    Ok(None)
 }

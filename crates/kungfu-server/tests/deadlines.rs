@@ -1,0 +1,178 @@
+//! The deadline scheduler on a real single-node replica (L4, DESIGN §4): deadlines found in the due
+//! index when the scheduler starts leading and deadlines armed afterwards from the fact feed both
+//! end, exactly once each; deadlines that are due together end together, in a few log entries
+//! rather than one raft round each.
+
+use kungfu_api::KeyedAction;
+use kungfu_core::model::{AssignmentOutcome, AssignmentState};
+use kungfu_core::rebuild::all_facts;
+use kungfu_core::{Action, ActionResult, Fact, NewAssignment, NewGrant, PostBody, Principal, StateExt};
+use kungfu_raft::{NodeConfig, RaftNode};
+use kungfu_server::Config;
+use kungfu_server::backend::Backend;
+use kungfu_types::{AgentId, AssignmentId, Content, IdempotencyKey, Micros, Role, ThreadId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+static KEYS: AtomicU64 = AtomicU64::new(0);
+
+fn key() -> IdempotencyKey {
+    IdempotencyKey::new(format!("k{}", KEYS.fetch_add(1, Ordering::Relaxed))).expect("key")
+}
+
+struct Fixture {
+    b: Arc<Backend>,
+    stop: tokio::sync::watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Arc::new(
+        RaftNode::start(NodeConfig::new(1, "deadlines", dir.path(), "127.0.0.1:0".parse().expect("addr")))
+            .await
+            .expect("start"),
+    );
+    node.initialize([(1, node.node())].into_iter().collect()).await.expect("init");
+    until("the node leads", || node.leads_caught_up()).await;
+    let b = Arc::new(Backend::new(node, Arc::new(Config::default())));
+    Fixture { b, stop: tokio::sync::watch::channel(false).0, _dir: dir }
+}
+
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < BOUND, "not within {BOUND:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+impl Fixture {
+    fn start_scheduler(&self) {
+        tokio::spawn(kungfu_server::deadlines::run(self.b.clone(), self.stop.subscribe()));
+    }
+
+    async fn ok(&self, p: Principal, action: Action) -> ActionResult {
+        match self.b.submit(p, KeyedAction { key: key(), action }).await {
+            Ok(w) => w.receipt.result,
+            Err(s) => panic!("refused: {s}"),
+        }
+    }
+
+    async fn agent(&self) -> AgentId {
+        let s = format!("kf_test_{}", KEYS.fetch_add(1, Ordering::Relaxed));
+        let action = Action::RegisterAgent {
+            key_hash: kungfu_core::secret::hash_secret(&s),
+            key_fingerprint: kungfu_core::secret::fingerprint(&s),
+        };
+        match self.ok(Principal::Registrar, action).await {
+            ActionResult::AgentRegistered { agent, .. } => agent,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    async fn thread_with(&self, gov: AgentId, member: AgentId) -> ThreadId {
+        let ActionResult::ThreadCreated { thread, .. } =
+            self.ok(Principal::Agent(gov), Action::CreateThread { subject: Content::from("s"), grant: None }).await
+        else {
+            panic!("no thread")
+        };
+        let s = format!("kf_gr_{}", KEYS.fetch_add(1, Ordering::Relaxed));
+        let grant = NewGrant {
+            role: Role::Speaker,
+            hash: kungfu_core::secret::hash_secret(&s),
+            fingerprint: kungfu_core::secret::fingerprint(&s),
+        };
+        self.ok(Principal::Agent(gov), Action::IssueGrant { thread, grant }).await;
+        self.ok(Principal::Agent(member), Action::Join { grant_hash: kungfu_core::secret::hash_secret(&s) }).await;
+        thread
+    }
+
+    /// `n` assignments from `gov` to `worker`, each taken, each due one second after its taking.
+    async fn taken_assignments(&self, gov: AgentId, worker: AgentId, thread: ThreadId, n: usize) -> Vec<AssignmentId> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let action = Action::Post {
+                thread,
+                body: PostBody::Content(Content::from("do it")),
+                reply_to: None,
+                ask: Some(BTreeSet::new()),
+                task_ref: None,
+                assignment: Some(NewAssignment {
+                    addressee: worker,
+                    criteria: Content::from("c"),
+                    output_structure: None,
+                    delivery_window: Some(Micros::from_secs(1)),
+                    judgment_window: None,
+                }),
+            };
+            let ActionResult::Posted { assignment: Some(a), .. } = self.ok(Principal::Agent(gov), action).await else {
+                panic!("no assignment")
+            };
+            self.ok(Principal::Agent(worker), Action::TakeAssignment { assignment: a }).await;
+            out.push(a);
+        }
+        out
+    }
+
+    fn timed_out(&self, a: AssignmentId) -> bool {
+        let asg = self.b.node.state.read(|s| s.assignment(a)).expect("read").expect("exists");
+        matches!(asg.state, AssignmentState::Ended { outcome: AssignmentOutcome::TimedOut, .. })
+    }
+
+    /// How many DeadlinePassed facts each obligation has, over the whole journal.
+    fn deadline_facts(&self) -> BTreeMap<kungfu_core::model::ObligationId, usize> {
+        let facts = self.b.node.state.read(|s| all_facts(s)).expect("facts");
+        let mut n = BTreeMap::new();
+        for f in facts {
+            if let Fact::DeadlinePassed { obligation, .. } = f.fact {
+                *n.entry(obligation).or_insert(0) += 1;
+            }
+        }
+        n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_due_together_end_together_in_a_few_log_entries() {
+    let f = fixture().await;
+    let (gov, worker) = (f.agent().await, f.agent().await);
+    let thread = f.thread_with(gov, worker).await;
+    const N: usize = 200;
+    let assignments = f.taken_assignments(gov, worker, thread, N).await;
+    // Every deadline passes before the scheduler starts: it finds all of them in the due index.
+    let last_due = Instant::now() + Duration::from_millis(1100);
+    tokio::time::sleep_until(last_due.into()).await;
+    let before = f.b.node.applied_index().expect("applied");
+
+    f.start_scheduler();
+    until("every deadline ended", || assignments.iter().all(|a| f.timed_out(*a))).await;
+    let entries = f.b.node.applied_index().expect("applied") - before;
+    assert!(
+        entries <= (N / kungfu_server::deadlines::MAX_BATCH + 1) as u64 + 1,
+        "{N} due deadlines took {entries} log entries; they are proposed together"
+    );
+    let counts = f.deadline_facts();
+    assert_eq!(counts.len(), N, "every obligation ended by its deadline");
+    assert!(counts.values().all(|n| *n == 1), "each exactly once (L4): {counts:?}");
+    let _ = f.stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_armed_while_leading_ends_exactly_once() {
+    let f = fixture().await;
+    let (gov, worker) = (f.agent().await, f.agent().await);
+    let thread = f.thread_with(gov, worker).await;
+    f.start_scheduler();
+    // Armed from the feed: the scheduler was already leading when these deadlines arose.
+    let assignments = f.taken_assignments(gov, worker, thread, 20).await;
+    until("every deadline ended", || assignments.iter().all(|a| f.timed_out(*a))).await;
+    let counts = f.deadline_facts();
+    assert_eq!(counts.len(), 20);
+    assert!(counts.values().all(|n| *n == 1), "each exactly once (L4): {counts:?}");
+    let _ = f.stop.send(true);
+}
