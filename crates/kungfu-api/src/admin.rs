@@ -23,6 +23,8 @@ pub struct NewLearner {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewVoters {
     pub voters: BTreeSet<u64>,
+    /// The voters in the order the request listed them, so a refusal can name `voters[i]`.
+    pub listed: Vec<u64>,
     /// Voters left out stay as learners.
     pub retain_learners: bool,
 }
@@ -72,7 +74,7 @@ pub fn change_membership_request(req: &pb::ChangeMembershipRequest) -> Result<Ne
             return Err(FieldError::new(field, format!("node {id} is named twice")));
         }
     }
-    Ok(NewVoters { voters, retain_learners: req.retain_learners })
+    Ok(NewVoters { voters, listed: req.voters.clone(), retain_learners: req.retain_learners })
 }
 
 pub fn transfer_leader_request(req: &pb::TransferLeaderRequest) -> Result<u64, FieldError> {

@@ -28,7 +28,9 @@ pub mod watch;
 pub use field_error::FieldError;
 pub use request::{KeyedAction, SecretMaterial};
 pub use response::WriteResponse;
-pub use status::{field_error_status, grpc_code, read_error_status, rejection_status, status_rejection};
+pub use status::{
+    field_error_status, grpc_code, read_error_rejection, read_error_status, rejection_status, status_rejection,
+};
 
 /// The generated code of `kungfu.v1`: messages, `*_service_client` and `*_service_server`.
 #[allow(missing_docs, clippy::all, unreachable_pub, missing_debug_implementations)]

@@ -2,7 +2,8 @@
 //! one table ([`grpc_code`]) and whose details carry the full rejection as `google.rpc.ErrorInfo`
 //! (domain `kungfu`, reason the stable code string, metadata `next_step`, `definite`, and when set
 //! `field` and `retry_after_micros`), plus a `google.rpc.BadRequest` field violation when a field
-//! is at fault and a `google.rpc.RetryInfo` when a wait is asked for, for generic gRPC clients.
+//! is at fault and a `google.rpc.RetryInfo` when a wait is asked for, for generic gRPC clients. A
+//! `NOT_LEADER` that names the leader carries its API address as the `leader` metadata.
 //! [`status_rejection`] is the inverse, for clients.
 //!
 //! Field paths leave the server in wire terms: the few places where the core names a field
@@ -18,6 +19,10 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 /// The `ErrorInfo.domain` of every Kungfu rejection.
 pub const ERROR_DOMAIN: &str = "kungfu";
+
+/// The response metadata that names the leader's API address on `NOT_LEADER`
+/// ([`Rejection::leader`]).
+pub const LEADER_METADATA: &str = "leader";
 
 /// `ErrorInfo.metadata` keys.
 pub const META_NEXT_STEP: &str = "next_step";
@@ -125,12 +130,16 @@ impl From<FieldError> for tonic::Status {
 /// reach a client, and the server logs them where it handles the error. Reads have no effect, so
 /// retrying, possibly on another node, is always safe.
 pub fn read_error_status(e: &ReadError) -> tonic::Status {
+    rejection_status(&read_error_rejection(e))
+}
+
+/// A refused or failed read as the rejection every door answers (see [`read_error_status`]).
+pub fn read_error_rejection(e: &ReadError) -> Rejection {
     match e {
-        ReadError::Rejected(r) => rejection_status(r),
-        ReadError::State(_) => rejection_status(&Rejection::new(
-            Code::Unavailable,
-            "this node cannot read its state now; retry, possibly on another node",
-        )),
+        ReadError::Rejected(r) => r.clone(),
+        ReadError::State(_) => {
+            Rejection::new(Code::Unavailable, "this node cannot read its state now; retry, possibly on another node")
+        }
     }
 }
 
@@ -151,7 +160,14 @@ fn status(r: &Rejection, field: Option<&str>, message: &str) -> tonic::Status {
     if let Some(after) = r.retry_after {
         details.set_retry_info(Some(Duration::from_micros(after.0)));
     }
-    tonic::Status::with_error_details(grpc_code(r.code), message, details)
+    let mut s = tonic::Status::with_error_details(grpc_code(r.code), message, details);
+    if let Some(leader) = &r.leader {
+        // An address that is not a valid header value is left out; the message still names it.
+        if let Ok(v) = leader.parse() {
+            s.metadata_mut().insert(LEADER_METADATA, v);
+        }
+    }
+    s
 }
 
 /// The rejection a status carries, for clients. None when the status is not a Kungfu rejection (a
@@ -181,6 +197,7 @@ pub fn status_rejection(s: &tonic::Status) -> Option<Rejection> {
         next,
         retry_after: meta(META_RETRY_AFTER_MICROS).and_then(|v| v.parse().ok()).map(Micros),
         definite,
+        leader: s.metadata().get(LEADER_METADATA).and_then(|v| v.to_str().ok()).map(str::to_string),
     })
 }
 

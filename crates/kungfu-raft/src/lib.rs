@@ -9,7 +9,9 @@
 //! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.
 //! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
 //! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
+//! - [`backup`]: a replica's state backed up, and restored into a new one-node cluster.
 
+pub mod backup;
 pub mod feed;
 pub mod log;
 pub mod network;

@@ -419,6 +419,15 @@ impl RaftNode {
         }
     }
 
+    /// The limits replicated through the log, if any were (until then every replica applies the
+    /// built-in defaults).
+    pub fn replicated_limits(&self) -> Result<Option<Limits>, kungfu_storage::Error> {
+        match self.state.get_meta(crate::state_machine::LIMITS)? {
+            Some(b) => Ok(Some(kungfu_storage::envelope::decode(&b, "limits")?)),
+            None => Ok(None),
+        }
+    }
+
     /// The last log index applied to the state machine.
     pub fn applied_index(&self) -> Option<u64> {
         self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)

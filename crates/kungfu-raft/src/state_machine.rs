@@ -219,9 +219,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             // The checkpoint is taken first; the meta describes exactly what it holds.
             snapshots
                 .build_with(&state, |checkpoint| {
-                    let applied: Option<LogId> = checkpoint_meta(checkpoint, LAST_APPLIED)?;
-                    let membership: StoredMembership = checkpoint_meta(checkpoint, MEMBERSHIP)?.unwrap_or_default();
-                    let meta = SnapshotMeta { last_log_id: applied, last_membership: membership };
+                    let meta = checkpoint_snapshot_meta(checkpoint)?;
                     Ok((snapshot_name(&meta), envelope::encode(&meta), meta))
                 })
                 .map_err(io::Error::from)
@@ -231,6 +229,14 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         .map_err(io_err)??;
         Ok(openraft::Snapshot { meta: built.0, snapshot: built.1 })
     }
+}
+
+/// The snapshot meta of a checkpoint of the state store, read from the checkpoint itself, so it
+/// describes exactly the state the checkpoint holds.
+pub fn checkpoint_snapshot_meta(checkpoint: &std::path::Path) -> Result<SnapshotMeta, kungfu_storage::Error> {
+    let applied: Option<LogId> = checkpoint_meta(checkpoint, LAST_APPLIED)?;
+    let membership: StoredMembership = checkpoint_meta(checkpoint, MEMBERSHIP)?.unwrap_or_default();
+    Ok(SnapshotMeta { last_log_id: applied, last_membership: membership })
 }
 
 fn checkpoint_meta<T: serde::de::DeserializeOwned>(

@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tonic::Status;
 
 /// Actor settings.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -50,7 +49,7 @@ impl Default for ActorSettings {
 
 /// The one message of an object actor.
 pub enum ObjMsg {
-    Submit { cmd: Command, reply: RpcReplyPort<Result<Written, Status>> },
+    Submit { cmd: Command, reply: RpcReplyPort<Result<Written, Rejection>> },
 }
 
 impl std::fmt::Debug for ObjMsg {
@@ -100,7 +99,7 @@ impl Actor for ObjectActor {
                 let alone = state.in_flight.available_permits() + 1 == state.max_in_flight;
                 let prechecked = if alone { state.backend.precheck(&cmd) } else { None };
                 let pending = state.pending.clone();
-                let answer = move |result: Result<Written, Status>| {
+                let answer = move |result: Result<Written, Rejection>| {
                     // The slot is freed before the caller hears back, so its next action finds this
                     // one no longer in flight (and may be pre-checked).
                     drop(permit);
@@ -115,7 +114,7 @@ impl Actor for ObjectActor {
                         Ok(outcome) => {
                             tokio::spawn(async move { answer(outcome.await) });
                         }
-                        Err(status) => answer(Err(status)),
+                        Err(rejection) => answer(Err(rejection)),
                     },
                 }
             }
@@ -157,7 +156,7 @@ impl Actors {
     }
 
     /// Runs `cmd` through the actor of `object`, spawning it if needed.
-    pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Status> {
+    pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
         let (actor, pending) = {
             let mut live = self.live.lock().await;
             if let Some(e) = live.get(&object) {
@@ -165,22 +164,30 @@ impl Actors {
                     live.remove(&object);
                 }
             }
-            if !live.contains_key(&object) {
-                if live.len() >= self.settings.max_live {
-                    drop(live);
-                    // Over the bound: still correct without an actor (apply decides), just unqueued.
-                    return b.submit_command(cmd).await;
+            match live.get_mut(&object) {
+                Some(e) => {
+                    e.last_used = Instant::now();
+                    (e.actor.clone(), e.pending.clone())
                 }
-                let pending = Arc::new(AtomicUsize::new(0));
-                let (actor, _) = Actor::spawn(None, ObjectActor, (b.clone(), pending.clone()))
-                    .await
-                    .map_err(|e| Status::unavailable(format!("cannot start the actor of {object}: {e}")))?;
-                live.insert(object, Entry { actor, pending, last_used: Instant::now() });
-                metrics::gauge!("kungfu_live_actors").set(live.len() as f64);
+                None => {
+                    if live.len() >= self.settings.max_live {
+                        drop(live);
+                        // Over the bound: still correct without an actor (apply decides), just unqueued.
+                        return b.submit_command(cmd).await;
+                    }
+                    let pending = Arc::new(AtomicUsize::new(0));
+                    let (actor, _) =
+                        Actor::spawn(None, ObjectActor, (b.clone(), pending.clone())).await.map_err(|e| {
+                            Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
+                        })?;
+                    live.insert(
+                        object,
+                        Entry { actor: actor.clone(), pending: pending.clone(), last_used: Instant::now() },
+                    );
+                    metrics::gauge!("kungfu_live_actors").set(live.len() as f64);
+                    (actor, pending)
+                }
             }
-            let e = live.get_mut(&object).ok_or_else(|| Status::internal("actor vanished"))?;
-            e.last_used = Instant::now();
-            (e.actor.clone(), e.pending.clone())
         };
         // Admission control: ractor mailboxes are unbounded, so the bound is ours.
         if pending.fetch_add(1, Ordering::AcqRel) >= self.settings.max_pending {
@@ -188,7 +195,7 @@ impl Actors {
             let r =
                 Rejection::new(Code::RateLimited, format!("too many actions are waiting on {object}; retry shortly"))
                     .with_retry_after(Micros::from_millis(100));
-            return Err(kungfu_api::rejection_status(&r));
+            return Err(r);
         }
         match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
             Ok(CallResult::Success(r)) => r,
@@ -202,7 +209,7 @@ impl Actors {
                         "the actor of {object} stopped while handling the action; retry with the same idempotency key"
                     ),
                 );
-                Err(kungfu_api::rejection_status(&r))
+                Err(r)
             }
         }
     }

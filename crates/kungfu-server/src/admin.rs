@@ -1,93 +1,45 @@
-//! The operator service (`kungfu.v1.AdminService`, `proto/kungfu/v1/admin.proto`) and restore.
+//! The operator calls of the service layer (on gRPC `kungfu.v1.AdminService`,
+//! `proto/kungfu/v1/admin.proto`), and restore.
 //!
-//! Every call needs the operator token ([`Backend::authenticate_operator`]). `ClusterStatus` and
-//! `Backup` are answered by any node from what it knows; the membership calls, leader transfer and
-//! snapshots are leader-only, and a follower answers them `NOT_LEADER` with the leader's address
-//! exactly as it answers agent writes (the leadership check is a read-index round through
-//! [`Backend::read`], so a deposed leader that has not noticed yet does not act either).
+//! Every call needs the operator token: a door authenticates it first
+//! ([`Backend::authenticate_operator`], which hands out the [`Operator`] these calls take).
+//! `ClusterStatus` and `Backup` are answered by any node from what it knows; the membership calls,
+//! leader transfer and snapshots are leader-only, and a follower answers them `NOT_LEADER` with the
+//! leader's address exactly as it answers agent writes (the leadership check is a read-index round
+//! through [`Backend::read`], so a deposed leader that has not noticed yet does not act either).
+//! Calls that wait for an outcome take a `budget`: how long they may wait before answering that
+//! the outcome is not known yet.
 //!
-//! A backup is a snapshot archive ([`SnapshotStore::build_with`]: a RocksDB checkpoint of the state
-//! store, tar-packed, SHA-256) in a new directory, with a `manifest.toml` written last. [`restore`]
-//! turns one into a fresh data directory whose state is the backup and whose log is empty: a node
-//! started on it is a one-node cluster serving the backed-up state, to which more nodes are added
-//! with `AddLearner` and `ChangeMembership`.
+//! A backup is written by `kungfu_raft::backup` into a backup directory of `kungfu_storage::backup`
+//! (a snapshot archive and a `manifest.toml`, written last). [`restore`] turns one into a fresh
+//! data directory whose state is the backup and whose log is empty: a node started on it is a
+//! one-node cluster serving the backed-up state, to which more nodes are added with `AddLearner`
+//! and `ChangeMembership`.
 
 use crate::backend::Backend;
 use crate::config::Config;
-use kungfu_api::{admin as rq, pb, rejection_status};
-use kungfu_raft::state_machine::{LAST_APPLIED, MEMBERSHIP};
-use kungfu_raft::types::{LogId, SnapshotMeta, StoredMembership};
+use crate::credentials::Operator;
+use kungfu_api::admin::{NewLearner, NewVoters};
+use kungfu_api::pb;
+use kungfu_raft::types::StoredMembership;
 use kungfu_raft::{Node, WriteError};
-use kungfu_storage::snapshot::{file_digest, read_checkpoint_meta};
-use kungfu_storage::{DataDir, Identity, OpenMode, SnapshotArchive, SnapshotStore, StateStore, envelope};
+use kungfu_storage::Identity;
+use kungfu_storage::backup::{BackupError, BackupManifest};
 use kungfu_types::{Code, Rejection};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
-use tonic::{Request, Response, Status};
 
-/// The manifest file of a backup directory.
-pub const MANIFEST: &str = "manifest.toml";
-/// The manifest format this build writes and reads.
-pub const MANIFEST_FORMAT: u32 = 1;
-/// How long a call may wait for its outcome when the caller sent no deadline.
-pub const DEFAULT_CALL_BUDGET: Duration = Duration::from_secs(60);
-
-/// The operator service of one node.
-#[derive(Clone, Debug)]
-pub struct Admin {
-    b: Arc<Backend>,
+fn status(code: Code, message: impl Into<String>) -> Rejection {
+    Rejection::new(code, message)
 }
 
-/// The admin service, ready to add to the node's server.
-pub fn service(b: Arc<Backend>) -> pb::admin_service_server::AdminServiceServer<Admin> {
-    let max = b.config.api.max_message_bytes;
-    pb::admin_service_server::AdminServiceServer::new(Admin { b })
-        .max_decoding_message_size(max)
-        .max_encoding_message_size(max)
-}
-
-fn status(code: Code, message: impl Into<String>) -> Status {
-    rejection_status(&Rejection::new(code, message))
-}
-
-fn field_status(code: Code, field: &str, message: impl Into<String>) -> Status {
-    rejection_status(&Rejection::field(code, field, message))
+fn field_status(code: Code, field: &str, message: impl Into<String>) -> Rejection {
+    Rejection::field(code, field, message)
 }
 
 /// An outcome not known within the call's budget: the operation may still complete.
-fn indeterminate(message: impl Into<String>) -> Status {
+fn indeterminate(message: impl Into<String>) -> Rejection {
     status(Code::Unavailable, message)
-}
-
-/// How long this call may wait for its outcome: a little less than the caller's `grpc-timeout`
-/// (so the answer arrives before the caller gives up), or [`DEFAULT_CALL_BUDGET`].
-pub fn call_budget<T>(req: &Request<T>) -> Duration {
-    let parsed = req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_grpc_timeout);
-    match parsed {
-        Some(d) => d.saturating_sub((d / 10).min(Duration::from_secs(2))),
-        None => DEFAULT_CALL_BUDGET,
-    }
-}
-
-/// The gRPC `grpc-timeout` header: at most 8 digits and a unit (`H M S m u n`).
-fn parse_grpc_timeout(text: &str) -> Option<Duration> {
-    let unit = text.chars().last()?;
-    let digits = &text[..text.len() - unit.len_utf8()];
-    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        'H' => Duration::from_secs(n * 3600),
-        'M' => Duration::from_secs(n * 60),
-        'S' => Duration::from_secs(n),
-        'm' => Duration::from_millis(n),
-        'u' => Duration::from_micros(n),
-        'n' => Duration::from_nanos(n),
-        _ => return None,
-    })
 }
 
 fn cluster_node(id: u64, node: Option<&Node>) -> pb::ClusterNode {
@@ -98,7 +50,7 @@ fn cluster_node(id: u64, node: Option<&Node>) -> pb::ClusterNode {
     }
 }
 
-/// A membership on the wire; `committed` is whether its entry is known committed.
+/// A membership as the operator sees it; `committed` is whether its entry is known committed.
 fn membership_pb(stored: &StoredMembership, committed: bool) -> pb::ClusterMembership {
     let m = stored.membership();
     let voters: Vec<u64> = m.voter_ids().collect();
@@ -115,40 +67,38 @@ fn membership_pb(stored: &StoredMembership, committed: bool) -> pb::ClusterMembe
     }
 }
 
-fn now_unix_micros() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+/// A written backup: its manifest and the directory it is in.
+#[derive(Clone, Debug)]
+pub struct Backup {
+    pub manifest: BackupManifest,
+    pub target_dir: PathBuf,
 }
 
-impl Admin {
+impl Backend {
     /// Leader-only calls: a read-index round confirms this node leads now; otherwise the answer is
     /// the same `NOT_LEADER` (with the leader's address) that agent writes get.
-    async fn ensure_leader(&self) -> Result<(), Status> {
-        self.b.read(|_, _, _| Ok(())).await
+    async fn ensure_leader(&self) -> Result<(), Rejection> {
+        self.read(|_, _, _| Ok(())).await
     }
 
     /// The answer after raft said "not the leader" in the middle of an operation.
-    async fn lost_leadership(&self) -> Status {
+    async fn lost_leadership(&self) -> Rejection {
         match self.ensure_leader().await {
             Err(s) => s,
             Ok(()) => indeterminate("leadership changed during the call; check ClusterStatus and send it again"),
         }
     }
 
-    async fn membership_now(&self) -> Result<pb::ClusterMembership, Status> {
-        let m = self.b.node.metrics();
+    async fn membership_now(&self) -> Result<pb::ClusterMembership, Rejection> {
+        let m = self.node.metrics();
         let committed = m.committed_membership_config.log_id() == m.membership_config.log_id();
         Ok(membership_pb(&m.membership_config, committed))
     }
-}
 
-#[tonic::async_trait]
-impl pb::admin_service_server::AdminService for Admin {
-    async fn cluster_status(
-        &self,
-        request: Request<pb::ClusterStatusRequest>,
-    ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let m = self.b.node.metrics();
+    /// This node's view of the cluster: its raft role and term, the leader, log and snapshot
+    /// positions, the membership and (on the leader) each follower's replication progress.
+    pub fn cluster_status(&self, _: &Operator) -> pb::ClusterStatusResponse {
+        let m = self.node.metrics();
         let role = if m.running_state.is_err() {
             pb::RaftRole::Shutdown
         } else if m.state.is_leader() {
@@ -191,9 +141,9 @@ impl pb::admin_service_server::AdminService for Admin {
             None => Vec::new(),
         };
         let committed = m.committed_membership_config.log_id() == m.membership_config.log_id();
-        Ok(Response::new(pb::ClusterStatusResponse {
-            node_id: self.b.node.id,
-            cluster_id: self.b.config.cluster_id.clone(),
+        pb::ClusterStatusResponse {
+            node_id: self.node.id,
+            cluster_id: self.config.cluster_id.clone(),
             role: role as i32,
             term: m.current_term,
             leader_id,
@@ -206,18 +156,19 @@ impl pb::admin_service_server::AdminService for Admin {
             membership: Some(membership_pb(&m.membership_config, committed)),
             replication,
             fatal_error: m.running_state.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
-        }))
+        }
     }
 
-    async fn add_learner(
+    /// Adds a learner (leader only) and waits, within `budget`, until it holds every entry the
+    /// leader had when it was added.
+    pub async fn add_learner(
         &self,
-        request: Request<pb::AddLearnerRequest>,
-    ) -> Result<Response<pb::AddLearnerResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let budget = call_budget(&request);
-        let new = rq::add_learner_request(request.get_ref())?;
+        _: &Operator,
+        new: NewLearner,
+        budget: Duration,
+    ) -> Result<pb::AddLearnerResponse, Rejection> {
         self.ensure_leader().await?;
-        let m = self.b.node.metrics();
+        let m = self.node.metrics();
         let membership = m.membership_config.membership();
         if membership.voter_ids().any(|v| v == new.node_id) {
             return Err(field_status(
@@ -241,7 +192,7 @@ impl pb::admin_service_server::AdminService for Admin {
         tracing::info!(node = new.node_id, raft = %new.raft_addr, api = %new.api_addr, "admin: adding a learner");
         let started = std::time::Instant::now();
         let node = Node { raft: new.raft_addr.clone(), api: new.api_addr.clone() };
-        match tokio::time::timeout(budget, self.b.node.add_learner(new.node_id, node)).await {
+        match tokio::time::timeout(budget, self.node.add_learner(new.node_id, node)).await {
             Ok(Ok(())) => {}
             Ok(Err(WriteError::NotLeader { .. })) => return Err(self.lost_leadership().await),
             Ok(Err(e)) => {
@@ -257,11 +208,10 @@ impl pb::admin_service_server::AdminService for Admin {
         }
         // openraft calls a learner caught up within `replication_lag_threshold` entries (5,000 by
         // default); here it is caught up when it holds every entry the leader has now.
-        let target = self.b.node.metrics().last_log_index;
+        let target = self.node.metrics().last_log_index;
         let id = new.node_id;
         let left = budget.saturating_sub(started.elapsed());
         let caught_up = self
-            .b
             .node
             .raft
             .wait(Some(left))
@@ -286,21 +236,19 @@ impl pb::admin_service_server::AdminService for Admin {
         let matched_index =
             m.replication.as_ref().and_then(|r| r.get(&new.node_id).cloned().flatten()).map(|l| l.index);
         let committed = m.committed_membership_config.log_id() == m.membership_config.log_id();
-        Ok(Response::new(pb::AddLearnerResponse {
-            membership: Some(membership_pb(&m.membership_config, committed)),
-            matched_index,
-        }))
+        Ok(pb::AddLearnerResponse { membership: Some(membership_pb(&m.membership_config, committed)), matched_index })
     }
 
-    async fn change_membership(
+    /// Changes the voters (leader only; members only; one change at a time) and waits, within
+    /// `budget`, until the change is committed.
+    pub async fn change_membership(
         &self,
-        request: Request<pb::ChangeMembershipRequest>,
-    ) -> Result<Response<pb::ChangeMembershipResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let budget = call_budget(&request);
-        let change = rq::change_membership_request(request.get_ref())?;
+        _: &Operator,
+        change: NewVoters,
+        budget: Duration,
+    ) -> Result<pb::ChangeMembershipResponse, Rejection> {
         self.ensure_leader().await?;
-        let m = self.b.node.metrics();
+        let m = self.node.metrics();
         let membership = m.membership_config.membership();
         let settled = m.committed_membership_config.log_id() == m.membership_config.log_id();
         if membership.get_joint_config().len() > 1 || !settled {
@@ -309,7 +257,7 @@ impl pb::admin_service_server::AdminService for Admin {
                 "a membership change is in progress; wait until ClusterStatus shows one committed voter set",
             ));
         }
-        for (i, id) in request.get_ref().voters.iter().enumerate() {
+        for (i, id) in change.listed.iter().enumerate() {
             if membership.get_node(id).is_none() {
                 return Err(field_status(
                     Code::InvalidArgument,
@@ -319,7 +267,7 @@ impl pb::admin_service_server::AdminService for Admin {
             }
         }
         tracing::info!(voters = ?change.voters, retain = change.retain_learners, "admin: changing the voters");
-        match tokio::time::timeout(budget, self.b.node.change_membership(change.voters.clone(), change.retain_learners))
+        match tokio::time::timeout(budget, self.node.change_membership(change.voters.clone(), change.retain_learners))
             .await
         {
             Ok(Ok(())) => {}
@@ -337,31 +285,30 @@ impl pb::admin_service_server::AdminService for Admin {
                 )));
             }
         }
-        Ok(Response::new(pb::ChangeMembershipResponse { membership: Some(self.membership_now().await?) }))
+        Ok(pb::ChangeMembershipResponse { membership: Some(self.membership_now().await?) })
     }
 
-    async fn transfer_leader(
+    /// Hands leadership to voter `to` (leader only) and waits, within `budget`, until this node
+    /// sees it lead.
+    pub async fn transfer_leader(
         &self,
-        request: Request<pb::TransferLeaderRequest>,
-    ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let budget = call_budget(&request);
-        let to = rq::transfer_leader_request(request.get_ref())?;
+        _: &Operator,
+        to: u64,
+        budget: Duration,
+    ) -> Result<pb::TransferLeaderResponse, Rejection> {
         self.ensure_leader().await?;
-        let m = self.b.node.metrics();
+        let m = self.node.metrics();
         if !m.membership_config.membership().voter_ids().any(|v| v == to) {
             return Err(field_status(Code::InvalidArgument, "to", format!("node {to} is not a voter")));
         }
-        if to != self.b.node.id {
+        if to != self.node.id {
             tracing::info!(to, "admin: transferring leadership");
-            self.b
-                .node
+            self.node
                 .transfer_leader(to)
                 .await
                 .map_err(|e| indeterminate(format!("transferring leadership to node {to}: {e}")))?;
         }
         let seen = self
-            .b
             .node
             .raft
             .wait(Some(budget))
@@ -374,37 +321,32 @@ impl pb::admin_service_server::AdminService for Admin {
                 ))
             })?;
         let api = seen.membership_config.membership().get_node(&to).map(|n| n.api.clone()).unwrap_or_default();
-        Ok(Response::new(pb::TransferLeaderResponse { leader_id: to, leader_api_addr: api, term: seen.current_term }))
+        Ok(pb::TransferLeaderResponse { leader_id: to, leader_api_addr: api, term: seen.current_term })
     }
 
-    async fn state_digest(
-        &self,
-        request: Request<pb::StateDigestRequest>,
-    ) -> Result<Response<pb::StateDigestResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let node = self.b.node.clone();
+    /// SHA-256 of this node's state and the applied index it is exact at, from one snapshot.
+    pub async fn state_digest(&self, _: &Operator) -> Result<pb::StateDigestResponse, Rejection> {
+        let node = self.node.clone();
         let (digest, applied_index) = tokio::task::spawn_blocking(move || node.digest())
             .await
             .map_err(|e| status(Code::Unavailable, format!("computing the state digest: {e}")))?
             .map_err(|e| status(Code::Unavailable, format!("computing the state digest: {e}")))?;
-        Ok(Response::new(pb::StateDigestResponse {
-            node_id: self.b.node.id,
-            applied_index,
-            sha256: hex::encode(digest),
-        }))
+        Ok(pb::StateDigestResponse { node_id: self.node.id, applied_index, sha256: hex::encode(digest) })
     }
 
-    async fn export_facts(
+    /// The recorded facts after sequence number `after`, in global order, at most `limit` (0: a
+    /// default of 1,000; at most 10,000), a page never ending inside one action.
+    pub async fn export_facts(
         &self,
-        request: Request<pb::ExportFactsRequest>,
-    ) -> Result<Response<pb::ExportFactsResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let after = request.get_ref().after_seq;
-        let limit = match request.get_ref().limit {
+        _: &Operator,
+        after: u64,
+        limit: u32,
+    ) -> Result<pb::ExportFactsResponse, Rejection> {
+        let limit = match limit {
             0 => 1000,
             n => n.min(10_000),
         } as usize;
-        let node = self.b.node.clone();
+        let node = self.node.clone();
         let page = tokio::task::spawn_blocking(move || {
             node.state.read(|s| -> Result<pb::ExportFactsResponse, kungfu_core::StateError> {
                 use kungfu_core::StateExt;
@@ -427,26 +369,26 @@ impl pb::admin_service_server::AdminService for Admin {
         .await
         .map_err(|e| status(Code::Unavailable, format!("exporting facts: {e}")))?
         .map_err(|e| status(Code::Unavailable, format!("exporting facts: {e}")))?;
-        Ok(Response::new(page))
+        Ok(page)
     }
 
-    async fn trigger_snapshot(
+    /// Builds a snapshot (leader only) and waits, within `budget`, until one covers every entry
+    /// applied when the call arrived.
+    pub async fn trigger_snapshot(
         &self,
-        request: Request<pb::TriggerSnapshotRequest>,
-    ) -> Result<Response<pb::TriggerSnapshotResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let budget = call_budget(&request);
+        _: &Operator,
+        budget: Duration,
+    ) -> Result<pb::TriggerSnapshotResponse, Rejection> {
         self.ensure_leader().await?;
-        let target = self.b.node.applied_index();
+        let target = self.node.applied_index();
         tracing::info!(applied = ?target, "admin: building a snapshot");
         let start = std::time::Instant::now();
         let m = loop {
-            self.b.node.trigger_snapshot().await.map_err(|e| indeterminate(format!("building a snapshot: {e}")))?;
+            self.node.trigger_snapshot().await.map_err(|e| indeterminate(format!("building a snapshot: {e}")))?;
             // A snapshot already being built may end before `target`: ask again until one covers it.
             let left = budget.saturating_sub(start.elapsed());
             let wait = left.min(Duration::from_secs(2));
             let r = self
-                .b
                 .node
                 .raft
                 .wait(Some(wait))
@@ -462,33 +404,30 @@ impl pb::admin_service_server::AdminService for Admin {
                 }
             }
         };
-        Ok(Response::new(pb::TriggerSnapshotResponse {
+        Ok(pb::TriggerSnapshotResponse {
             snapshot_index: m.snapshot.as_ref().map(|l| l.index),
             purged_index: m.purged.as_ref().map(|l| l.index),
-        }))
+        })
     }
 
-    async fn backup(&self, request: Request<pb::BackupRequest>) -> Result<Response<pb::BackupResponse>, Status> {
-        self.b.authenticate_operator(&request)?;
-        let target = rq::backup_request(request.get_ref())?;
-        if self.b.node.applied_index().is_none() {
+    /// Writes a backup of this node's state into the new directory `target` on its machine.
+    pub async fn backup(&self, _: &Operator, target: PathBuf) -> Result<Backup, Rejection> {
+        if self.node.applied_index().is_none() {
             return Err(status(Code::InvalidState, "this node has applied nothing yet: there is no state to back up"));
         }
-        let state = self.b.node.state.clone();
-        let cluster_id = self.b.config.cluster_id.clone();
-        let node_id = self.b.node.id;
+        let state = self.node.state.clone();
+        let cluster_id = self.config.cluster_id.clone();
+        let node_id = self.node.id;
         tracing::info!(target = %target.display(), "admin: writing a backup");
         let dir = target.clone();
-        let written = tokio::task::spawn_blocking(move || write_backup(&state, &cluster_id, node_id, &dir))
-            .await
-            .map_err(|e| status(Code::Unavailable, format!("the backup task failed: {e}")))?;
+        let written =
+            tokio::task::spawn_blocking(move || kungfu_raft::backup::write(&state, &cluster_id, node_id, &dir))
+                .await
+                .map_err(|e| status(Code::Unavailable, format!("the backup task failed: {e}")))?;
         match written {
             Ok(manifest) => {
                 tracing::info!(target = %target.display(), applied = manifest.last_applied_index, sha256 = %manifest.sha256, "admin: backup written");
-                Ok(Response::new(pb::BackupResponse {
-                    manifest: Some(manifest.to_pb()),
-                    target_dir: target.display().to_string(),
-                }))
+                Ok(Backup { manifest, target_dir: target })
             }
             Err(BackupError::Exists) => Err(field_status(
                 Code::InvalidArgument,
@@ -511,157 +450,6 @@ impl pb::admin_service_server::AdminService for Admin {
     }
 }
 
-/// What `manifest.toml` of a backup directory holds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BackupManifest {
-    pub format: u32,
-    pub cluster_id: String,
-    pub node_id: u64,
-    pub last_applied_index: u64,
-    pub last_applied_term: u64,
-    /// The archive's file name inside the backup directory.
-    pub archive: String,
-    pub archive_bytes: u64,
-    /// SHA-256 of the archive, hex.
-    pub sha256: String,
-    pub created_at_unix_micros: i64,
-}
-
-impl BackupManifest {
-    pub fn to_pb(&self) -> pb::BackupManifest {
-        pb::BackupManifest {
-            format: self.format,
-            cluster_id: self.cluster_id.clone(),
-            node_id: self.node_id,
-            last_applied_index: self.last_applied_index,
-            last_applied_term: self.last_applied_term,
-            archive: self.archive.clone(),
-            archive_bytes: self.archive_bytes,
-            sha256: self.sha256.clone(),
-            created_at_unix_micros: self.created_at_unix_micros,
-        }
-    }
-
-    /// Reads and checks the manifest of a backup directory.
-    pub fn read(backup_dir: &Path) -> anyhow::Result<BackupManifest> {
-        let path = backup_dir.join(MANIFEST);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            anyhow::anyhow!("{}: {e} (a backup directory without {MANIFEST} is incomplete)", path.display())
-        })?;
-        let m: BackupManifest = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        if m.format != MANIFEST_FORMAT {
-            anyhow::bail!(
-                "{}: backup format {} is not supported (this build reads {MANIFEST_FORMAT})",
-                path.display(),
-                m.format
-            );
-        }
-        let plain = !m.archive.is_empty()
-            && !m.archive.starts_with('.')
-            && m.archive.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
-        if !plain {
-            anyhow::bail!("{}: archive {:?} is not a file name in the backup directory", path.display(), m.archive);
-        }
-        Ok(m)
-    }
-}
-
-/// Why a backup was not written.
-#[derive(Debug, thiserror::Error)]
-pub enum BackupError {
-    #[error("the target directory already exists")]
-    Exists,
-    #[error("the parent of the target directory does not exist")]
-    NoParent,
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// Writes a backup of `state` into the new directory `target` (which must not exist): the
-/// snapshot archive, then `manifest.toml`. On failure nothing is left behind.
-pub fn write_backup(
-    state: &StateStore,
-    cluster_id: &str,
-    node_id: u64,
-    target: &Path,
-) -> Result<BackupManifest, BackupError> {
-    match std::fs::create_dir(target) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(BackupError::Exists),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BackupError::NoParent),
-        Err(e) => return Err(BackupError::Failed(format!("{}: {e}", target.display()))),
-    }
-    let written = fill_backup(state, cluster_id, node_id, target);
-    if written.is_err() {
-        let _ = std::fs::remove_dir_all(target);
-    }
-    written.map_err(|e| BackupError::Failed(e.to_string()))
-}
-
-fn decode_meta<T: serde::de::DeserializeOwned>(dir: &Path, key: &str) -> Result<Option<T>, kungfu_storage::Error> {
-    match read_checkpoint_meta(dir, key)? {
-        Some(b) => Ok(Some(envelope::decode(&b, key)?)),
-        None => Ok(None),
-    }
-}
-
-fn fill_backup(state: &StateStore, cluster_id: &str, node_id: u64, target: &Path) -> anyhow::Result<BackupManifest> {
-    let store = SnapshotStore::open(target, 1)?;
-    // The meta is read from the checkpoint itself, so it describes exactly what the archive holds.
-    let (archive, applied) = store.build_with(state, |checkpoint| {
-        let applied: LogId = decode_meta(checkpoint, LAST_APPLIED)?
-            .ok_or_else(|| kungfu_storage::Error::Corrupt { what: "the state has no applied entry".into() })?;
-        let membership: StoredMembership = decode_meta(checkpoint, MEMBERSHIP)?.unwrap_or_default();
-        let name = format!("state-{:020}-{}-{}", applied.index, applied.leader_id.term, applied.leader_id.node_id);
-        let meta = SnapshotMeta { last_log_id: Some(applied.clone()), last_membership: membership };
-        Ok((name, envelope::encode(&meta), applied))
-    })?;
-    let file = archive.path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-    let manifest = BackupManifest {
-        format: MANIFEST_FORMAT,
-        cluster_id: cluster_id.to_string(),
-        node_id,
-        last_applied_index: applied.index,
-        last_applied_term: applied.leader_id.term,
-        archive: file,
-        archive_bytes: archive.len,
-        sha256: hex::encode(archive.sha256),
-        created_at_unix_micros: now_unix_micros(),
-    };
-    write_synced(&target.join(MANIFEST), toml::to_string(&manifest)?.as_bytes())?;
-    sync_dir(target)?;
-    Ok(manifest)
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
-/// Syncs every file and directory under `dir` to disk.
-fn sync_tree(dir: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            sync_tree(&path)?;
-        } else {
-            std::fs::File::open(&path)?.sync_all()?;
-        }
-    }
-    sync_dir(dir)
-}
-
 /// What a restore produced.
 #[derive(Clone, Debug)]
 pub struct Restored {
@@ -670,90 +458,12 @@ pub struct Restored {
 }
 
 /// Creates the data directory `data_dir` (absent or empty) for the node `identity`, reachable at
-/// `node`, from the backup in `backup_dir`: the archive is checked against the manifest's SHA-256
-/// and size, its state becomes the node's state store, and the log is empty. The membership kept
-/// with the state is replaced by this node alone, so a node started on the directory is a
-/// one-node cluster that serves the backed-up state (it does not initialize a new cluster: its
-/// state already has applied entries). The directory is built beside `data_dir` and renamed into
-/// place last, so an interrupted restore leaves no directory a node would start on.
+/// `node`, from the backup in `backup_dir` (see `kungfu_raft::backup::restore`): a node started on
+/// it is a one-node cluster that serves the backed-up state.
 pub async fn restore(backup_dir: &Path, data_dir: &Path, identity: &Identity, node: Node) -> anyhow::Result<Restored> {
-    let manifest = BackupManifest::read(backup_dir)?;
-    let archive_path = backup_dir.join(&manifest.archive);
-    let (len, sha) = file_digest(&archive_path)?;
-    if hex::encode(sha) != manifest.sha256 || len != manifest.archive_bytes {
-        anyhow::bail!(
-            "{}: SHA-256 {} and size {len} do not match the manifest ({} and {}): the backup is damaged",
-            archive_path.display(),
-            hex::encode(sha),
-            manifest.sha256,
-            manifest.archive_bytes
-        );
-    }
-    match std::fs::read_dir(data_dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                anyhow::bail!("{} is not empty: restore only into a new or empty directory", data_dir.display());
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => anyhow::bail!("{}: {e}", data_dir.display()),
-    }
-    let name = data_dir
-        .file_name()
-        .ok_or_else(|| anyhow::anyhow!("{} does not name a directory", data_dir.display()))?
-        .to_string_lossy()
-        .to_string();
-    let parent = data_dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
-    // The scratch directory of restores into `data_dir`; a leftover is an interrupted restore.
-    let staging = parent.join(format!(".{name}.restoring"));
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging)?;
-    }
-    let built = build_restored(&staging, &archive_path, &manifest, identity, node).await;
-    let applied = match built {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(e);
-        }
-    };
-    sync_tree(&staging)?;
-    if data_dir.exists() {
-        std::fs::remove_dir(data_dir)?;
-    }
-    std::fs::rename(&staging, data_dir)?;
-    sync_dir(parent)?;
-    tracing::info!(data_dir = %data_dir.display(), applied = applied.index, "restored from a backup");
+    let manifest = kungfu_raft::backup::restore(backup_dir, data_dir, identity, node).await?;
+    tracing::info!(data_dir = %data_dir.display(), applied = manifest.last_applied_index, "restored from a backup");
     Ok(Restored { manifest, data_dir: data_dir.to_path_buf() })
-}
-
-async fn build_restored(
-    staging: &Path,
-    archive_path: &Path,
-    manifest: &BackupManifest,
-    identity: &Identity,
-    node: Node,
-) -> anyhow::Result<LogId> {
-    let stores = DataDir::new(staging).open(identity, OpenMode::CreateIfEmpty, 2)?;
-    let mut sha256 = [0u8; 32];
-    hex::decode_to_slice(&manifest.sha256, &mut sha256)?;
-    let stem = manifest.archive.trim_end_matches(".snap").replace('.', "_");
-    let archive = SnapshotArchive { name: stem, path: archive_path.to_path_buf(), len: manifest.archive_bytes, sha256 };
-    // Verifies the SHA-256 again as it unpacks, then swaps the state store for the backup's.
-    stores.snapshots.install(&archive, &stores.state)?;
-    let applied = kungfu_raft::node::adopt_restored_state(&stores, identity.node_id, node).await?;
-    if applied.index != manifest.last_applied_index || applied.leader_id.term != manifest.last_applied_term {
-        anyhow::bail!(
-            "the archive holds entry {} of term {}, the manifest says {} of term {}",
-            applied.index,
-            applied.leader_id.term,
-            manifest.last_applied_index,
-            manifest.last_applied_term
-        );
-    }
-    drop(stores);
-    Ok(applied)
 }
 
 /// [`restore`] for the node a configuration describes: its data directory, identity, and the
@@ -763,24 +473,4 @@ pub async fn restore_for(backup_dir: &Path, config: &Config) -> anyhow::Result<R
     let identity = Identity { cluster_id: config.cluster_id.clone(), node_id: config.node_id };
     let node = Node { raft: config.raft_advertise(), api: config.api_advertise() };
     restore(backup_dir, &config.data_dir, &identity, node).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grpc_timeouts_parse_and_leave_a_margin() {
-        assert_eq!(parse_grpc_timeout("5S"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_grpc_timeout("250m"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout("7u"), Some(Duration::from_micros(7)));
-        for bad in ["", "S", "5", "5x", "123456789S", "-1S"] {
-            assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
-        }
-        let mut req = Request::new(());
-        assert_eq!(call_budget(&req), DEFAULT_CALL_BUDGET);
-        req.set_timeout(Duration::from_secs(10));
-        assert_eq!(call_budget(&req), Duration::from_secs(9));
-    }
 }

@@ -1,17 +1,19 @@
-//! What every API call goes through: authentication by bearer key, the leader's clock, replication
-//! of a command and the answer from its applied result, and linearizable reads on one snapshot.
+//! The service layer every door calls (gRPC today; MCP and HTTP are the same kind of adapter):
+//! authentication from the call's [`Credentials`], the leader's clock, replication of a command
+//! and the answer from its applied result, and reads on one snapshot. It speaks domain types and
+//! answers every refusal as a [`Rejection`]; the doors convert requests and answers at their edge.
 
 use crate::config::Config;
-use kungfu_api::{KeyedAction, rejection_status};
+use crate::credentials::{Caller, Consistency, Credentials, Operator};
+use kungfu_api::KeyedAction;
 use kungfu_core::read::ReadError;
 use kungfu_core::{Command, Limits, Principal, Receipt, StateExt, StateRead};
 use kungfu_raft::{RaftNode, Response, WriteError};
 use kungfu_types::{AgentId, Code, Rejection, Timestamp};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tonic::Status;
 
-/// The shared state of the API services.
+/// The service layer: the state shared by every door and call.
 pub struct Backend {
     pub node: Arc<RaftNode>,
     pub config: Arc<Config>,
@@ -37,24 +39,10 @@ pub struct Read<R> {
 }
 
 impl<R> Read<R> {
-    /// The gRPC response, with the staleness metadata of a stale read.
-    pub fn respond<P>(self, f: impl FnOnce(R) -> P) -> tonic::Response<P> {
-        let mut r = tonic::Response::new(f(self.value));
-        if let Some((applied, lag)) = self.stale {
-            if let Ok(v) = applied.to_string().parse() {
-                r.metadata_mut().insert("kungfu-applied-index", v);
-            }
-            if let Ok(v) = lag.to_string().parse() {
-                r.metadata_mut().insert("kungfu-lag-entries", v);
-            }
-        }
-        r
+    /// The same read with its value mapped.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> Read<S> {
+        Read { value: f(self.value), stale: self.stale }
     }
-}
-
-/// Whether the request asks for a stale read (`kungfu-consistency: stale`).
-pub fn is_stale<T>(req: &tonic::Request<T>) -> bool {
-    req.metadata().get("kungfu-consistency").and_then(|v| v.to_str().ok()) == Some("stale")
 }
 
 /// A successful write: the receipt and whether it was replayed (L3).
@@ -64,14 +52,16 @@ pub struct Written {
     pub replayed: bool,
 }
 
-fn status(code: Code, message: impl Into<String>) -> Status {
-    refuse(&Rejection::new(code, message))
+fn status(code: Code, message: impl Into<String>) -> Rejection {
+    refuse(Rejection::new(code, message))
 }
 
-/// A refusal at the edge: counted, then answered with its stable code.
-fn refuse(r: &Rejection) -> Status {
+/// A refusal at the edge (authentication, rates, leadership, a node that cannot decide now): the
+/// one place such refusals are counted, as they are made. Rejections decided by the core are
+/// counted as actions instead (`metrics::action`).
+pub(crate) fn refuse(r: Rejection) -> Rejection {
     crate::metrics::refused(r.code.as_str());
-    rejection_status(r)
+    r
 }
 
 impl Backend {
@@ -82,11 +72,11 @@ impl Backend {
     }
 
     /// The answer to a call that reached a node that does not lead: nothing happened. It names
-    /// the leader's API address (message and `leader` metadata) when one is known and is another
+    /// the leader's API address (in the message and [`Rejection::leader`]) when one is known and is another
     /// node: `hint` is the leader raft named when it refused, else this node's current view. It
     /// never names itself (a client following the hint would loop, issue #11); with no leader to
     /// name, it says to retry after about one election timeout.
-    fn not_leader_hinted(&self, hint: Option<(kungfu_raft::NodeId, kungfu_raft::Node)>) -> Status {
+    fn not_leader_hinted(&self, hint: Option<(kungfu_raft::NodeId, kungfu_raft::Node)>) -> Rejection {
         self.not_leader_answer(
             hint,
             |id, api| {
@@ -103,62 +93,57 @@ impl Backend {
         hint: Option<(kungfu_raft::NodeId, kungfu_raft::Node)>,
         named: impl FnOnce(kungfu_raft::NodeId, &str) -> String,
         unknown: &str,
-    ) -> Status {
+    ) -> Rejection {
         let leader = hint
             .filter(|(id, node)| *id != self.node.id && !node.api.is_empty())
             .or_else(|| self.node.leader_elsewhere().filter(|(_, node)| !node.api.is_empty()));
         let Some((id, node)) = leader else {
             let r = Rejection::new(Code::NotLeader, unknown)
                 .with_retry_after(kungfu_types::Micros(self.config.raft.election_timeout_min_ms * 1000));
-            return refuse(&r);
+            return refuse(r);
         };
-        let mut s = status(Code::NotLeader, named(id, &node.api));
-        if let Ok(v) = node.api.parse() {
-            s.metadata_mut().insert("leader", v);
-        }
-        s
+        refuse(Rejection::new(Code::NotLeader, named(id, &node.api)).with_leader(node.api))
     }
 
-    fn not_leader(&self) -> Status {
+    fn not_leader(&self) -> Rejection {
         self.not_leader_hinted(None)
     }
 
-    /// Authenticates the caller by its bearer key (`authorization: Bearer kf_ag_…`). Deactivated
+    /// Authenticates the caller by its bearer credential, an agent key (`kf_ag_…`). Deactivated
     /// agents still authenticate: reads do not require activity (§4); the core refuses their
     /// actions. Only the leader answers (a follower says where the leader is), and a key this node
     /// does not know yet is looked up again after a read-index round, so an agent registered a
     /// moment ago on another leader is never refused for this node's lag.
-    pub async fn authenticate<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
-        let agent = self.identify(req).await?;
-        self.rate.read(agent.0).map_err(|r| refuse(&r))?;
-        Ok(agent)
+    pub async fn authenticate(&self, c: &Credentials) -> Result<Caller, Rejection> {
+        let agent = self.identify(c).await?;
+        self.rate.read(agent.0).map_err(refuse)?;
+        Ok(Caller { agent, consistency: c.consistency })
     }
 
     /// [`Backend::authenticate`] for a write: counted against the agent's write rate.
-    pub async fn authenticate_writer<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
-        let agent = self.identify(req).await?;
-        self.rate.write(agent.0).map_err(|r| refuse(&r))?;
-        Ok(agent)
+    pub async fn authenticate_writer(&self, c: &Credentials) -> Result<Caller, Rejection> {
+        let agent = self.identify(c).await?;
+        self.rate.write(agent.0).map_err(refuse)?;
+        Ok(Caller { agent, consistency: c.consistency })
     }
 
     /// Registrations are limited per client address.
-    pub fn check_registration<T>(&self, req: &tonic::Request<T>) -> Result<(), Status> {
-        match req.remote_addr() {
-            Some(addr) => self.rate.registration(addr.ip()).map_err(|r| refuse(&r)),
+    pub fn check_registration(&self, c: &Credentials) -> Result<(), Rejection> {
+        match c.remote {
+            Some(ip) => self.rate.registration(ip).map_err(refuse),
             None => Ok(()),
         }
     }
 
-    async fn identify<T>(&self, req: &tonic::Request<T>) -> Result<AgentId, Status> {
-        let header = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
-        let Some(key) = header.strip_prefix("Bearer ") else {
+    async fn identify(&self, c: &Credentials) -> Result<AgentId, Rejection> {
+        let Some(key) = c.bearer.as_deref() else {
             return Err(status(
                 Code::Unauthenticated,
                 "missing `authorization: Bearer <agent key>`; register to get a key",
             ));
         };
         let hash = kungfu_core::secret::hash_secret(key.trim());
-        if is_stale(req) {
+        if c.consistency == Consistency::Stale {
             // A stale read is served by any node from what it has applied.
             let found = self
                 .node
@@ -184,23 +169,46 @@ impl Backend {
         lookup()?.ok_or_else(|| status(Code::Unauthenticated, "unknown agent key"))
     }
 
-    /// Checks the operator token (`authorization: Bearer <operator token>`).
-    pub fn authenticate_operator<T>(&self, req: &tonic::Request<T>) -> Result<(), Status> {
+    /// Who registers a new agent: anyone under open registration (limited per client address),
+    /// only the operator (by its token) under closed registration.
+    pub fn registrar(&self, c: &Credentials) -> Result<Principal, Rejection> {
+        self.check_registration(c)?;
+        if self.config.registration.open {
+            Ok(Principal::Registrar)
+        } else {
+            self.authenticate_operator(c)?;
+            Ok(Principal::Operator)
+        }
+    }
+
+    /// Who deactivates an agent: the agent itself (§4), or the operator, who may deactivate
+    /// anyone (account state is set by the implementation). Refused as the agent would be.
+    pub async fn agent_or_operator(&self, c: &Credentials) -> Result<Principal, Rejection> {
+        match self.authenticate_writer(c).await {
+            Ok(me) => Ok(Principal::Agent(me.agent)),
+            Err(agent_err) => match self.authenticate_operator(c) {
+                Ok(_) => Ok(Principal::Operator),
+                Err(_) => Err(agent_err),
+            },
+        }
+    }
+
+    /// Checks the operator token (the bearer credential of an operator call).
+    pub fn authenticate_operator(&self, c: &Credentials) -> Result<Operator, Rejection> {
         let Some(expected) = &self.config.operator_token else {
             return Err(status(
                 Code::Unauthenticated,
                 "operator calls are disabled on this node (no operator_token configured)",
             ));
         };
-        let header = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
-        match header.strip_prefix("Bearer ") {
-            Some(t) if constant_time_eq(t.trim().as_bytes(), expected.as_bytes()) => Ok(()),
+        match c.bearer.as_deref() {
+            Some(t) if constant_time_eq(t.trim().as_bytes(), expected.as_bytes()) => Ok(Operator::authenticated()),
             _ => Err(status(Code::Unauthenticated, "operator token required")),
         }
     }
 
     /// The leader's clock: wall time, but always after the last stamp and the last applied command.
-    fn stamp(&self) -> Result<Timestamp, Status> {
+    fn stamp(&self) -> Result<Timestamp, Rejection> {
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| Timestamp(d.as_micros() as u64))
@@ -222,7 +230,7 @@ impl Backend {
     /// and a stamp taken from its applied time could fall behind a committed one (L5, §9). Right
     /// after an election this waits for the new term's first entry to apply; afterwards it is one
     /// metrics reading.
-    async fn caught_up(&self) -> Result<(), Status> {
+    async fn caught_up(&self) -> Result<(), Rejection> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         match self.node.until_caught_up(timeout).await {
             Ok(()) => Ok(()),
@@ -231,14 +239,14 @@ impl Backend {
                 let mut r = Rejection::new(Code::Unavailable, format!("{e}; nothing was done"))
                     .with_retry_after(kungfu_types::Micros(self.config.raft.heartbeat_ms * 1000));
                 r.definite = true;
-                Err(refuse(&r))
+                Err(refuse(r))
             }
         }
     }
 
     /// Replicates a command and answers from its applied result. An action on one Thread or Task
     /// goes through that object's actor, which serializes and pre-checks it.
-    pub async fn submit(self: &Arc<Self>, principal: Principal, keyed: KeyedAction) -> Result<Written, Status> {
+    pub async fn submit(self: &Arc<Self>, principal: Principal, keyed: KeyedAction) -> Result<Written, Rejection> {
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
@@ -274,10 +282,15 @@ impl Backend {
         tracing::Instrument::instrument(run, span).await
     }
 
+    /// An authenticated agent's action: replicated, answered from its receipt.
+    pub async fn write(self: &Arc<Self>, caller: &Caller, keyed: KeyedAction) -> Result<Written, Rejection> {
+        self.submit(Principal::Agent(caller.agent), keyed).await
+    }
+
     /// Decides `cmd` against one snapshot without writing anything. Returns the answer when no log
     /// write is needed: a definite rejection, or the stored receipt of a replayed request (L3).
     /// Otherwise None: the command must go through raft, where apply decides again.
-    pub fn precheck(&self, cmd: &Command) -> Option<Result<Written, Status>> {
+    pub fn precheck(&self, cmd: &Command) -> Option<Result<Written, Rejection>> {
         // L5: a leader whose state lacks entries of earlier terms (it lost and regained the lead
         // since `submit` checked) decides nothing from it; apply will.
         if !self.node.leads_caught_up() {
@@ -290,7 +303,7 @@ impl Backend {
         match applied.outcome {
             Err(r) if r.definite => {
                 crate::metrics::action(kind, r.code.as_str(), started.elapsed());
-                Some(Err(rejection_status(&r)))
+                Some(Err(r))
             }
             Ok(receipt) if applied.replayed => {
                 crate::metrics::action(kind, "replayed", started.elapsed());
@@ -312,7 +325,7 @@ impl Backend {
         }
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         self.node.until_caught_up(timeout).await?;
-        let mut ts = self.stamp().map_err(|s| WriteError::NotCaughtUp(s.message().to_string()))?;
+        let mut ts = self.stamp().map_err(|r| WriteError::NotCaughtUp(r.message))?;
         if crate::canary::armed("early-deadlines") {
             ts = Timestamp(ts.0 + crate::canary::EARLY_BY_MICROS);
         }
@@ -333,7 +346,7 @@ impl Backend {
     }
 
     /// Proposes a command through raft and answers from its applied result.
-    pub(crate) async fn submit_command(self: &Arc<Self>, cmd: Command) -> Result<Written, Status> {
+    pub(crate) async fn submit_command(self: &Arc<Self>, cmd: Command) -> Result<Written, Rejection> {
         self.propose(cmd).await?.await
     }
 
@@ -343,7 +356,7 @@ impl Backend {
     pub(crate) async fn propose(
         self: &Arc<Self>,
         cmd: Command,
-    ) -> Result<impl std::future::Future<Output = Result<Written, Status>> + Send + 'static, Status> {
+    ) -> Result<impl std::future::Future<Output = Result<Written, Rejection>> + Send + 'static, Rejection> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         let kind = cmd.action.kind().as_str();
         let started = std::time::Instant::now();
@@ -363,7 +376,7 @@ impl Backend {
                     }
                     Ok((Response::Applied { outcome: Err(rejection), .. }, log_id)) => {
                         tracing::Span::current().record("log_index", log_id.index);
-                        (rejection.code.as_str(), Err(rejection_status(&rejection)))
+                        (rejection.code.as_str(), Err(rejection))
                     }
                     Ok((Response::Done | Response::Batch(_), _)) => {
                         ("indeterminate", Err(status(Code::Unavailable, "the log answered a command with no result")))
@@ -378,8 +391,8 @@ impl Backend {
     }
 
     /// The answer to a write that raft did not apply (or whose outcome is unknown).
-    fn write_failed(&self, kind: &'static str, started: std::time::Instant, e: WriteError) -> Status {
-        let (outcome, status) = match e {
+    fn write_failed(&self, kind: &'static str, started: std::time::Instant, e: WriteError) -> Rejection {
+        let (outcome, rejection) = match e {
             WriteError::NotLeader { leader } => ("NOT_LEADER", self.not_leader_hinted(leader)),
             e @ WriteError::NotCaughtUp(_) => ("UNAVAILABLE", status(Code::Unavailable, e.to_string())),
             // L3: an indeterminate write may have been applied; the same key returns its receipt.
@@ -389,7 +402,7 @@ impl Backend {
             ),
         };
         self.answered(kind, outcome, started);
-        status
+        rejection
     }
 
     fn answered(&self, kind: &'static str, outcome: &str, started: std::time::Instant) {
@@ -402,7 +415,7 @@ impl Backend {
     pub async fn read<R>(
         &self,
         f: impl FnOnce(&dyn StateRead, &Limits, Timestamp) -> Result<R, ReadError>,
-    ) -> Result<R, Status> {
+    ) -> Result<R, Rejection> {
         match self.node.linearizable().await {
             Ok(()) => {}
             Err(WriteError::NotLeader { leader }) => return Err(self.not_leader_hinted(leader)),
@@ -415,19 +428,19 @@ impl Backend {
                 .map(|d| d.as_micros() as u64)
                 .unwrap_or(0),
         );
-        self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_status(&e))
+        self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_rejection(&e))
     }
 
-    /// A read as the request asks for it: linearizable on the leader by default (DESIGN §8), or,
-    /// with the metadata `kungfu-consistency: stale`, served by any node from its own state at once.
-    /// A stale answer says how far behind it may be: its applied index and the entries this node
-    /// knows are committed but not yet applied (`kungfu-applied-index`, `kungfu-lag-entries`).
-    pub async fn read_with<T, R>(
+    /// A read as the caller asks for it: linearizable on the leader by default (DESIGN §8), or,
+    /// with [`Consistency::Stale`], served by any node from its own state at once. A stale answer
+    /// says how far behind it may be: its applied index and the entries this node knows are
+    /// committed but not yet applied ([`Read::stale`]).
+    pub async fn read_as<R>(
         &self,
-        req: &tonic::Request<T>,
+        consistency: Consistency,
         f: impl FnOnce(&dyn StateRead, &Limits, Timestamp) -> Result<R, ReadError>,
-    ) -> Result<Read<R>, Status> {
-        if !is_stale(req) {
+    ) -> Result<Read<R>, Rejection> {
+        if consistency != Consistency::Stale {
             return Ok(Read { value: self.read(f).await?, stale: None });
         }
         let m = self.node.metrics();
@@ -440,19 +453,16 @@ impl Backend {
                 .map(|d| d.as_micros() as u64)
                 .unwrap_or(0),
         );
-        let value = self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_status(&e))?;
+        let value = self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_rejection(&e))?;
         Ok(Read { value, stale: Some((applied, committed.saturating_sub(applied))) })
     }
 
-    fn limits(&self) -> Result<Limits, Status> {
-        match self.node.state.get_meta(kungfu_raft::state_machine::LIMITS) {
-            Ok(Some(b)) => {
-                kungfu_storage::envelope::decode(&b, "limits").map_err(|e| status(Code::Unavailable, e.to_string()))
-            }
-            // Until limits are replicated, every replica applies the built-in defaults.
-            Ok(None) => Ok(Limits::default()),
-            Err(e) => Err(status(Code::Unavailable, e.to_string())),
-        }
+    fn limits(&self) -> Result<Limits, Rejection> {
+        // Until limits are replicated, every replica applies the built-in defaults.
+        self.node
+            .replicated_limits()
+            .map(Option::unwrap_or_default)
+            .map_err(|e| status(Code::Unavailable, e.to_string()))
     }
 }
 

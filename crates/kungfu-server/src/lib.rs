@@ -1,32 +1,38 @@
-//! The Kungfu node (`kungfud`): the public gRPC API over a replicated protocol core.
+//! The Kungfu node (`kungfud`): the public API over a replicated protocol core, as a service layer
+//! in domain terms with one adapter per transport (gRPC today).
 //!
 //! Table of contents:
 //! - [`config`]: TOML, flags and environment; the single-node default; validation naming the setting.
-//! - [`backend`]: authentication by bearer key, the leader's clock, replicated writes answered from
-//!   their applied result, linearizable reads on one snapshot, "not the leader" with its address.
-//! - [`api`]: the six public services of `proto/kungfu/v1`.
-//! - [`actors`]: one actor per live Thread and Task: serializes, pre-checks, bounded, passivated.
-//! - [`admin`]: the operator service: cluster status, learners, membership, leader transfer,
-//!   snapshots, backup, and restore into a new data directory.
+//! - [`credentials`]: what a door tells the service layer about a call (bearer credential,
+//!   consistency, address), and the authenticated [`Caller`](credentials::Caller) and
+//!   [`Operator`](credentials::Operator).
+//! - [`backend`]: the service layer every door calls: authentication, the leader's clock,
+//!   replicated writes answered from their applied result, reads on one snapshot, "not the leader"
+//!   with its address; every refusal a `Rejection`.
+//! - [`reads`]: the protocol's reads as service-layer calls, one method per read.
+//! - [`admin`]: the operator calls: cluster status, learners, membership, leader transfer,
+//!   snapshots, digests, fact export, backup; and restore into a new data directory.
 //! - [`watch`]: watch streams of a thread's entries and of an agent's turn, resumable without gap.
-//! - [`forward`]: followers forward calls to the leader, once, streams included.
+//! - [`actors`]: one actor per live Thread and Task: serializes, pre-checks, bounded, passivated.
 //! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
+//! - [`grpc`]: the gRPC door: the six protocol services, the operator and watch services, request
+//!   forwarding and oversize refusals, serving with health and reflection.
 //! - [`metrics`]: Prometheus metrics (actions, rejections, raft, deadline lateness).
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
 //! - [`secrets`]: generation of agent keys and admission grants.
-//! - [`server`]: start, bootstrap, serve (with health and reflection), shut down.
+//! - [`server`]: start, bootstrap, serve, shut down.
 
 pub mod actors;
 pub mod admin;
-pub mod api;
 pub mod backend;
 pub mod canary;
 pub mod config;
+pub mod credentials;
 pub mod deadlines;
-pub mod forward;
+pub mod grpc;
 pub mod metrics;
-pub mod oversize;
 pub mod ratelimit;
+pub mod reads;
 pub mod secrets;
 pub mod server;
 pub mod watch;

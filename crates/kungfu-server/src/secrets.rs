@@ -11,6 +11,15 @@ pub fn generate(prefix: &str) -> Result<String, getrandom::Error> {
 pub const AGENT_KEY_PREFIX: &str = "kf_ag_";
 pub const GRANT_PREFIX: &str = "kf_gr_";
 
+/// A new secret, and what the core may know of it (its hash and fingerprint).
+pub fn issue(prefix: &str) -> Result<(String, kungfu_api::SecretMaterial), kungfu_types::Rejection> {
+    let s = generate(prefix).map_err(|e| {
+        kungfu_types::Rejection::new(kungfu_types::Code::Unavailable, format!("no randomness available: {e}"))
+    })?;
+    let m = kungfu_api::SecretMaterial::of(&s);
+    Ok((s, m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,10 +2,8 @@
 //! bootstraps the cluster when told to, serves the public API with health and reflection, runs the
 //! deadline scheduler, and shuts everything down cleanly.
 
-use crate::api::Api;
 use crate::backend::Backend;
 use crate::config::Config;
-use kungfu_api::pb;
 use kungfu_raft::{Node, NodeConfig, RaftNode, RaftTuning};
 use kungfu_storage::OpenMode;
 use std::future::Future;
@@ -53,14 +51,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
 
     let backend = Arc::new(Backend::new(node.clone(), config.clone()));
-    let api = Api::new(backend.clone());
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<pb::turn_service_server::TurnServiceServer<Api>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let max = config.api.max_message_bytes;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let scheduler = tokio::spawn(crate::deadlines::run(backend.clone(), stop_rx.clone()));
@@ -71,57 +61,20 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let gauges = tokio::spawn(crate::metrics::raft_gauges(node.clone(), stop_rx.clone()));
     let sweeper = tokio::spawn(backend.actors.clone().run_sweeper(stop_rx));
 
-    // Open watch streams would hold tonic's graceful shutdown forever; they end when it begins.
-    let watch = crate::watch::WatchService::new(backend.clone());
+    // Open watch streams would hold the door's graceful shutdown forever; they end when it begins.
+    let watches = crate::watch::Watches::new(backend.clone());
     let (began_tx, began_rx) = tokio::sync::oneshot::channel::<()>();
     let shutdown = {
-        let watch = watch.clone();
+        let watches = watches.clone();
         async move {
             shutdown.await;
-            watch.stop();
+            watches.stop();
             let _ = began_tx.send(());
         }
     };
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
     tracing::info!(api = %listener.local_addr()?, "serving the public API");
-    let serve = tonic::transport::Server::builder()
-        .layer(crate::forward::ForwardLayer::new(backend.clone()))
-        .layer(crate::oversize::OversizeLayer { max_message_bytes: max })
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(
-            pb::agent_service_server::AgentServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::memory_service_server::MemoryServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::thread_service_server::ThreadServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::assignment_service_server::AssignmentServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::task_service_server::TaskServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::turn_service_server::TurnServiceServer::new(api)
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(crate::admin::service(backend.clone()))
-        .add_service(watch.clone().into_server(max))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown);
+    let serve = crate::grpc::serve(backend.clone(), watches, listener, shutdown);
     // Graceful shutdown waits for open connections to finish, and an idle client keeps its
     // connection open: after SHUTDOWN_GRACE the remaining connections are dropped, so a node always
     // stops within a bound.
@@ -138,7 +91,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
 
     tracing::info!("shutting down");
-    health.set_not_serving::<pb::turn_service_server::TurnServiceServer<Api>>().await;
     let _ = stop_tx.send(true);
     let _ = scheduler.await;
     let _ = gauges.await;

@@ -1,4 +1,4 @@
-//! Watch streams (`kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`, DESIGN §10): the
+//! Watch streams (DESIGN §10; on gRPC `kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`): the
 //! caller's turn as a replica it keeps, and a thread's entries after a sequence number. They only
 //! speed work up (§8: correct recovery never depends on them): every event is a pure read of the
 //! core on one snapshot, the same reads GetTurn and Timeline answer from.
@@ -6,8 +6,9 @@
 //! How a stream runs:
 //! - The call is authenticated like every other ([`Backend::authenticate`]: leader only), then one
 //!   linearizable read round makes the first event reflect every write acknowledged before the call.
-//!   Errors of that first read (NOT_FOUND for a non-member, a malformed cursor) are the call's status.
-//! - One task per stream feeds a bounded channel ([`STREAM_BUFFER`]) that tonic drains. The task
+//!   Refusals of that first read (NOT_FOUND for a non-member) are the call's answer.
+//! - One task per stream feeds a bounded channel ([`STREAM_BUFFER`]) of events that the door
+//!   drains ([`Events`]); a stream that ends with a refusal sends it last, as a [`Rejection`]. The task
 //!   sleeps until something it watches changes: a single hub task per service follows the node's
 //!   fact feed (`kungfu_raft::feed`) and wakes only the streams a command concerns, a turn watch
 //!   when the command's effects touched that agent's turn, a thread watch when it journaled a fact
@@ -16,29 +17,27 @@
 //!   command applied). When the hub falls behind the feed, or a snapshot replaces the state, it
 //!   wakes every stream, which re-reads (the feed's lag policy). Before each read a stream marks its
 //!   wake-up seen, so a command applied after the read always wakes it again: no change is missed.
-//! - A send waits for two free slots and uses one, so the final status always fits in the channel.
+//! - A send waits for two free slots and uses one, so the final refusal always fits in the channel.
 //! - The stream ends with NOT_LEADER when this node stops leading, with UNAVAILABLE when the node
-//!   shuts down (the server calls [`WatchService::stop`], or raft stops), with NOT_FOUND when a thread watcher stops
+//!   shuts down (the server calls [`Watches::stop`], or raft stops), with NOT_FOUND when a thread watcher stops
 //!   being a member, with OK when a watched thread is closed and drained, and silently when the
 //!   client goes away. Every end releases the agent's stream slot ([`MAX_STREAMS_PER_AGENT`]).
 //!
-//! Shutdown: tonic's graceful shutdown waits for every open response stream, so open watches must
-//! end on their own: the server calls [`WatchService::stop`] when its shutdown begins.
+//! Shutdown: a door's graceful shutdown waits for every open response stream, so open watches must
+//! end on their own: the server calls [`Watches::stop`] when its shutdown begins.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, refuse};
+use crate::credentials::Caller;
 use kungfu_api::pb;
-use kungfu_api::watch::{self as wire, TurnCursor, TurnDelta};
+use kungfu_api::watch::{self as wire, ThreadWatchQuery, TurnCursor, TurnDelta};
 use kungfu_core::model::{Entry, ObligationId};
 use kungfu_core::read::{self, ReadError, TurnItem};
 use kungfu_core::{Limits, StateExt};
 use kungfu_types::{AgentId, Code, EntrySeq, Micros, ObjectRef, Rejection, ThreadId, Timestamp};
 use std::collections::{BTreeMap, HashMap};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
 
 /// Open watch streams one agent may hold at once; one more is refused with RATE_LIMITED.
 pub const MAX_STREAMS_PER_AGENT: usize = 8;
@@ -50,7 +49,10 @@ pub const MAX_WATCHED_TURN: usize = 10_000;
 /// Most items (upserted plus removed) in one turn event.
 const TURN_EVENT_ITEMS: usize = 100;
 
-type EventStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+/// The events of one open stream, in order; a stream that ends with a refusal sends it last. The
+/// stream ends when the channel closes (after a refusal, or with nothing more when a watched thread
+/// is closed and drained).
+pub type Events<T> = mpsc::Receiver<Result<T, Rejection>>;
 
 /// What every stream watches besides its own interest: this node's leadership, and whether the
 /// node stops.
@@ -75,9 +77,10 @@ fn follow(interests: &Interests, i: Interest) -> watch::Receiver<u64> {
     lock(interests).entry(i).or_insert_with(|| watch::channel(0).0).subscribe()
 }
 
-/// The watch service. Cheap to clone; all clones share the hub and the per-agent stream counts.
+/// The watch streams of a node. Cheap to clone; all clones share the hub and the per-agent stream
+/// counts.
 #[derive(Clone, Debug)]
-pub struct WatchService {
+pub struct Watches {
     b: Arc<Backend>,
     progress: watch::Receiver<Progress>,
     stop: Arc<watch::Sender<Progress>>,
@@ -86,27 +89,25 @@ pub struct WatchService {
     max_per_agent: usize,
 }
 
-impl WatchService {
-    /// A service with the default per-agent cap. Spawns the hub; call inside the runtime.
-    pub fn new(b: Arc<Backend>) -> WatchService {
-        WatchService::with_max_streams(b, MAX_STREAMS_PER_AGENT)
+impl Watches {
+    /// The streams with the default per-agent cap. Spawns the hub; call inside the runtime.
+    pub fn new(b: Arc<Backend>) -> Watches {
+        Watches::with_max_streams(b, MAX_STREAMS_PER_AGENT)
     }
 
-    pub fn with_max_streams(b: Arc<Backend>, max_per_agent: usize) -> WatchService {
+    pub fn with_max_streams(b: Arc<Backend>, max_per_agent: usize) -> Watches {
         let initial = Progress { leading: b.node.is_leader(), stopping: false };
         let (tx, progress) = watch::channel(initial);
         let tx = Arc::new(tx);
         let interests = Interests::default();
         tokio::spawn(hub(b.node.raft.clone(), b.node.id, tx.clone()));
         tokio::spawn(waker(b.node.feed.subscribe(), interests.clone(), tx.clone()));
-        WatchService { b, progress, stop: tx, open: Arc::new(Mutex::new(HashMap::new())), interests, max_per_agent }
+        Watches { b, progress, stop: tx, open: Arc::new(Mutex::new(HashMap::new())), interests, max_per_agent }
     }
 
-    /// The tonic service with the API's message size bounds.
-    pub fn into_server(self, max_message_bytes: usize) -> pb::watch_service_server::WatchServiceServer<WatchService> {
-        pb::watch_service_server::WatchServiceServer::new(self)
-            .max_decoding_message_size(max_message_bytes)
-            .max_encoding_message_size(max_message_bytes)
+    /// The service layer the streams read through (and authenticate with).
+    pub fn backend(&self) -> &Arc<Backend> {
+        &self.b
     }
 
     /// Ends every open stream with UNAVAILABLE (the node is shutting down) and refuses new ones.
@@ -114,7 +115,7 @@ impl WatchService {
         self.stop.send_modify(|p| p.stopping = true);
     }
 
-    fn acquire(&self, agent: AgentId) -> Result<Slot, Status> {
+    fn acquire(&self, agent: AgentId) -> Result<Slot, Rejection> {
         let mut open = lock(&self.open);
         let n = open.entry(agent).or_insert(0);
         if *n >= self.max_per_agent {
@@ -139,7 +140,7 @@ impl WatchService {
         &self,
         me: AgentId,
         interest: Interest,
-    ) -> Result<(Feed<T>, Limits, mpsc::Receiver<Result<T, Status>>), Status> {
+    ) -> Result<(Feed<T>, Limits, Events<T>), Rejection> {
         let slot = self.acquire(me)?;
         // Followed before the first read, so whatever is applied after that read wakes the stream.
         let wake = follow(&self.interests, interest);
@@ -153,10 +154,7 @@ impl WatchService {
             stop: self.progress.clone(),
             _slot: slot,
         };
-        feed.check().map_err(|end| match end {
-            End::Status(s) => s,
-            End::Gone | End::Closed => Status::cancelled("the stream ended before it started"),
-        })?;
+        feed.check()?;
         Ok((feed, limits, rx))
     }
 }
@@ -166,11 +164,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     }
-}
-
-fn refuse(r: Rejection) -> Status {
-    crate::metrics::refused(r.code.as_str());
-    kungfu_api::rejection_status(&r)
 }
 
 /// One open stream of one agent; dropping it frees the slot.
@@ -268,15 +261,15 @@ enum End {
     Gone,
     /// The watched thread is closed and drained: end with OK.
     Closed,
-    /// End with this status.
-    Status(Status),
+    /// End with this refusal.
+    Refused(Rejection),
 }
 
 /// The sending side of one stream.
 #[derive(Debug)]
 struct Feed<T> {
     b: Arc<Backend>,
-    tx: mpsc::Sender<Result<T, Status>>,
+    tx: mpsc::Sender<Result<T, Rejection>>,
     /// Wakes the read loop when a command concerned what the stream watches; its seen mark is
     /// the wake-up the last read acted on.
     wake: watch::Receiver<u64>,
@@ -290,7 +283,7 @@ struct Feed<T> {
 impl<T: Send + 'static> Feed<T> {
     /// Marks the current progress seen (the next read sees at least it) and checks that the
     /// stream may go on.
-    fn check(&mut self) -> Result<(), End> {
+    fn check(&mut self) -> Result<(), Rejection> {
         self.wake.borrow_and_update();
         let p = *self.progress.borrow_and_update();
         verdict(&self.b, p)
@@ -301,11 +294,11 @@ impl<T: Send + 'static> Feed<T> {
         let (tx, stop, b) = (&self.tx, &mut self.stop, &self.b);
         let stopped = async {
             loop {
-                if let Err(end) = verdict(b, *stop.borrow_and_update()) {
-                    return end;
+                if let Err(r) = verdict(b, *stop.borrow_and_update()) {
+                    return End::Refused(r);
                 }
                 if stop.changed().await.is_err() {
-                    return stopping(b);
+                    return End::Refused(stopping(b));
                 }
             }
         };
@@ -331,12 +324,12 @@ impl<T: Send + 'static> Feed<T> {
             r = self.wake.changed() => {
                 if r.is_err() {
                     // The hub is gone: the node is stopping.
-                    return Err(stopping(&self.b));
+                    return Err(End::Refused(stopping(&self.b)));
                 }
             }
             r = self.progress.changed() => {
                 if r.is_err() {
-                    return Err(stopping(&self.b));
+                    return Err(End::Refused(stopping(&self.b)));
                 }
             }
             () = timer, if until.is_some() => {}
@@ -345,36 +338,36 @@ impl<T: Send + 'static> Feed<T> {
         Ok(())
     }
 
-    /// Ends the stream: the status goes after every event already queued.
+    /// Ends the stream: a refusal goes after every event already queued.
     fn finish(self, end: End) {
-        if let End::Status(s) = end {
-            let _ = self.tx.try_send(Err(s));
+        if let End::Refused(r) = end {
+            let _ = self.tx.try_send(Err(r));
         }
     }
 }
 
 /// Whether a stream may go on: the node is not stopping and still leads.
-fn verdict(b: &Backend, p: Progress) -> Result<(), End> {
+fn verdict(b: &Backend, p: Progress) -> Result<(), Rejection> {
     if p.stopping {
         return Err(stopping(b));
     }
     // The hub may lag the metrics by a moment; the node's own view decides.
     if !b.node.is_leader() {
-        return Err(End::Status(not_leader(b)));
+        return Err(not_leader(b));
     }
     Ok(())
 }
 
-fn stopping(b: &Backend) -> End {
-    End::Status(refuse(Rejection::new(
+fn stopping(b: &Backend) -> Rejection {
+    refuse(Rejection::new(
         Code::Unavailable,
         format!("node {} is shutting down; reconnect to the leader with your last resume token", b.node.id),
-    )))
+    ))
 }
 
 /// NOT_LEADER with the leader's API address when known, as every call answers on a follower; never
 /// this node itself (see `RaftNode::leader_elsewhere`).
-fn not_leader(b: &Backend) -> Status {
+fn not_leader(b: &Backend) -> Rejection {
     b.not_leader_answer(
         None,
         |id, api| {
@@ -387,11 +380,11 @@ fn not_leader(b: &Backend) -> Status {
     )
 }
 
-fn read_status(e: &ReadError) -> Status {
+fn read_rejection(e: &ReadError) -> Rejection {
     if let ReadError::State(s) = e {
         tracing::warn!(error = %s, "a watch stream could not read the state");
     }
-    kungfu_api::read_error_status(e)
+    kungfu_api::read_error_rejection(e)
 }
 
 fn wall_now() -> Timestamp {
@@ -404,7 +397,7 @@ fn wall_now() -> Timestamp {
 
 /// The whole turn of `me` on one snapshot, and an applied index that snapshot reflects (read
 /// before the snapshot is taken: the metrics report an index only once its commit is in storage).
-fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Status> {
+fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Rejection> {
     let applied = b.node.applied_index().unwrap_or(0);
     let now = wall_now();
     let items = b.node.state.read(|s| {
@@ -427,7 +420,7 @@ fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<Turn
             }
         }
     });
-    items.map(|items| (applied, items)).map_err(|e| read_status(&e))
+    items.map(|items| (applied, items)).map_err(|e| read_rejection(&e))
 }
 
 /// Sends a change set, in parts when large.
@@ -450,8 +443,8 @@ async fn run_turn(
     let mut digest = cursor.digest;
     loop {
         feed.wait(until_next_wait(&sent, wall_now())).await?;
-        feed.check()?;
-        let (applied, items) = read_turn(&feed.b, me, &limits).map_err(End::Status)?;
+        feed.check().map_err(End::Refused)?;
+        let (applied, items) = read_turn(&feed.b, me, &limits).map_err(End::Refused)?;
         let now = wire::turn_digest(me, &items);
         if now == digest {
             continue;
@@ -491,7 +484,7 @@ fn read_batch(
     after: Option<EntrySeq>,
     page_size: usize,
     limits: &Limits,
-) -> Result<Batch, Status> {
+) -> Result<Batch, Rejection> {
     let applied = b.node.applied_index().unwrap_or(0);
     b.node
         .state
@@ -500,7 +493,7 @@ fn read_batch(
             let closed = s.thread(thread)?.is_none_or(|t| !t.is_open());
             Ok::<_, ReadError>(Batch { applied, entries, closed })
         })
-        .map_err(|e| read_status(&e))
+        .map_err(|e| read_rejection(&e))
 }
 
 async fn run_thread(
@@ -525,23 +518,22 @@ async fn run_thread(
             feed.wait(None).await?;
         }
         // A full page: more backlog may follow at once; still re-check leadership between pages.
-        feed.check()?;
-        batch = read_batch(&feed.b, me, thread, after, page_size, &limits).map_err(End::Status)?;
+        feed.check().map_err(End::Refused)?;
+        batch = read_batch(&feed.b, me, thread, after, page_size, &limits).map_err(End::Refused)?;
     }
 }
 
-// --- The service ----------------------------------------------------------------------------------
+// --- The calls ------------------------------------------------------------------------------------
 
-#[tonic::async_trait]
-impl pb::watch_service_server::WatchService for WatchService {
-    type WatchTurnStream = EventStream<pb::TurnEvent>;
-
-    async fn watch_turn(
+impl Watches {
+    /// Watches the caller's turn: the whole turn first (or, when `resume` holds exactly it, a new
+    /// cursor and nothing else), then its changes.
+    pub async fn watch_turn(
         &self,
-        request: Request<pb::WatchTurnRequest>,
-    ) -> Result<Response<Self::WatchTurnStream>, Status> {
-        let me = self.b.authenticate(&request).await?;
-        let resume = wire::watch_turn_query(request.get_ref())?;
+        caller: &Caller,
+        resume: Option<TurnCursor>,
+    ) -> Result<Events<pb::TurnEvent>, Rejection> {
+        let me = caller.agent;
         let (mut feed, limits, rx) = self.open(me, Interest::Turn(me)).await?;
         let (applied, items) = read_turn(&self.b, me, &limits)?;
         let digest = wire::turn_digest(me, &items);
@@ -556,17 +548,16 @@ impl pb::watch_service_server::WatchService for WatchService {
             let end = run_turn(&mut feed, me, limits, first, cursor, sent).await.err().unwrap_or(End::Gone);
             feed.finish(end);
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(rx)
     }
 
-    type WatchThreadStream = EventStream<pb::ThreadEvent>;
-
-    async fn watch_thread(
+    /// Watches a thread's entries after `q.after`: the backlog, then new entries as they are posted.
+    pub async fn watch_thread(
         &self,
-        request: Request<pb::WatchThreadRequest>,
-    ) -> Result<Response<Self::WatchThreadStream>, Status> {
-        let me = self.b.authenticate(&request).await?;
-        let q = wire::watch_thread_query(request.get_ref())?;
+        caller: &Caller,
+        q: ThreadWatchQuery,
+    ) -> Result<Events<pb::ThreadEvent>, Rejection> {
+        let me = caller.agent;
         let (mut feed, limits, rx) = self.open(me, Interest::Object(ObjectRef::Thread(q.thread))).await?;
         // The first batch is read before answering, so a non-member is refused by the call itself.
         let first = read_batch(&self.b, me, q.thread, q.after, q.page_size, &limits)?;
@@ -577,6 +568,6 @@ impl pb::watch_service_server::WatchService for WatchService {
                 .unwrap_or(End::Gone);
             feed.finish(end);
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(rx)
     }
 }

@@ -34,6 +34,9 @@ pub enum Error {
     Missing { path: PathBuf },
     #[error("stored value is corrupt ({what}); the store cannot be trusted: restore from a backup")]
     Corrupt { what: String },
+    /// A backup that cannot be written or restored; the message says why and what to do.
+    #[error("{0}")]
+    Backup(String),
     #[error("unsupported on-disk format {found} in {path} (this build reads format {supported})")]
     Format { path: PathBuf, found: u32, supported: u32 },
 }

@@ -17,7 +17,10 @@
 //! - [`state_store`]: the protocol state: consistent reads, one atomic batch per apply, digest,
 //!   checkpoint and atomic replacement.
 //! - [`snapshot`]: snapshot archives built from checkpoints, read in bounded chunks, installed atomically.
+//! - [`backup`]: backup directories (a snapshot archive and a manifest) and restore from them into a
+//!   new data directory.
 
+pub mod backup;
 pub mod data_dir;
 pub mod envelope;
 pub mod error;

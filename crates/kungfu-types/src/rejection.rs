@@ -168,6 +168,12 @@ pub struct Rejection {
     pub retry_after: Option<Micros>,
     /// True when the action certainly had no effect; false only for indeterminate outcomes.
     pub definite: bool,
+    /// For `NOT_LEADER`: the leader's API address (`host:port`) when it is known and another node,
+    /// so the caller can send the same request there. A hint of the moment from the node that
+    /// answered: never decided by the core, never persisted (serde skips it, so the bytes of a
+    /// stored or replicated rejection are unchanged).
+    #[serde(skip)]
+    pub leader: Option<String>,
 }
 
 impl Rejection {
@@ -179,6 +185,7 @@ impl Rejection {
             next: code.next_step(),
             retry_after: None,
             definite: code != Code::Unavailable,
+            leader: None,
         }
     }
 
@@ -202,6 +209,12 @@ impl Rejection {
 
     pub fn with_retry_after(mut self, after: Micros) -> Rejection {
         self.retry_after = Some(after);
+        self
+    }
+
+    /// Names the leader's API address (for `NOT_LEADER`).
+    pub fn with_leader(mut self, api: impl Into<String>) -> Rejection {
+        self.leader = Some(api.into());
         self
     }
 }

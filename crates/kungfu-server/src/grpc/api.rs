@@ -1,14 +1,15 @@
-//! The public gRPC services. Each call authenticates the caller, converts the request at the one
-//! boundary (`kungfu-api`: malformed input is INVALID_ARGUMENT naming the field), and either
-//! replicates the action and answers from its receipt, or reads one consistent snapshot. Nothing
-//! here decides a protocol rule: the core does, on every replica.
+//! The six protocol services of `proto/kungfu/v1` over the service layer. Each call reads its
+//! credentials from the request, authenticates through the service layer, converts the request at
+//! the one boundary (`kungfu-api`: malformed input is INVALID_ARGUMENT naming the field), and
+//! either writes the action and answers from its receipt, or reads one consistent snapshot, in
+//! that order. Nothing here decides a protocol rule: the core does, on every replica.
 
+use super::{credentials, respond, status};
 use crate::backend::Backend;
 use crate::secrets;
+use kungfu_api::WriteResponse;
 use kungfu_api::pb;
 use kungfu_api::request as rq;
-use kungfu_api::{SecretMaterial, WriteResponse};
-use kungfu_core::{Principal, read};
 
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -25,12 +26,6 @@ impl Api {
     }
 }
 
-fn secret(prefix: &str) -> Result<(String, SecretMaterial), Status> {
-    let s = secrets::generate(prefix).map_err(|e| Status::unavailable(format!("no randomness available: {e}")))?;
-    let m = SecretMaterial::of(&s);
-    Ok((s, m))
-}
-
 impl Api {
     /// A write RPC by an authenticated agent: convert, replicate, answer from the receipt.
     async fn agent_write<Q, R: WriteResponse>(
@@ -38,9 +33,9 @@ impl Api {
         request: Request<Q>,
         convert: fn(&Q) -> Result<kungfu_api::KeyedAction, kungfu_api::FieldError>,
     ) -> Result<Response<R>, Status> {
-        let me = self.b.authenticate_writer(&request).await?;
+        let me = self.b.authenticate_writer(&credentials(&request)).await.map_err(status)?;
         let keyed = convert(request.get_ref())?;
-        let w = self.b.submit(Principal::Agent(me), keyed).await?;
+        let w = self.b.write(&me, keyed).await.map_err(status)?;
         Ok(Response::new(R::from_receipt(&w.receipt, w.replayed)))
     }
 }
@@ -49,16 +44,10 @@ impl Api {
 impl pb::agent_service_server::AgentService for Api {
     async fn register(&self, request: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
         // Open registration needs no credential; closed registration needs the operator token.
-        self.b.check_registration(&request)?;
-        let principal = if self.b.config.registration.open {
-            Principal::Registrar
-        } else {
-            self.b.authenticate_operator(&request)?;
-            Principal::Operator
-        };
-        let (key, material) = secret(secrets::AGENT_KEY_PREFIX)?;
+        let principal = self.b.registrar(&credentials(&request)).map_err(status)?;
+        let (key, material) = secrets::issue(secrets::AGENT_KEY_PREFIX).map_err(status)?;
         let keyed = rq::register_action(request.get_ref(), &material)?;
-        let w = self.b.submit(principal, keyed).await?;
+        let w = self.b.submit(principal, keyed).await.map_err(status)?;
         // L3: the key goes out with the first success only.
         Ok(Response::new(kungfu_api::response::register_response(&w.receipt, w.replayed, &key)))
     }
@@ -69,15 +58,9 @@ impl pb::agent_service_server::AgentService for Api {
     ) -> Result<Response<pb::DeactivateAgentResponse>, Status> {
         // An agent may deactivate itself; the operator may deactivate anyone (§4: account state is
         // set by the implementation).
-        let principal = match self.b.authenticate_writer(&request).await {
-            Ok(me) => Principal::Agent(me),
-            Err(agent_err) => match self.b.authenticate_operator(&request) {
-                Ok(()) => Principal::Operator,
-                Err(_) => return Err(agent_err),
-            },
-        };
+        let principal = self.b.agent_or_operator(&credentials(&request)).await.map_err(status)?;
         let keyed = rq::deactivate_agent_action(request.get_ref())?;
-        let w = self.b.submit(principal, keyed).await?;
+        let w = self.b.submit(principal, keyed).await.map_err(status)?;
         Ok(Response::new(pb::DeactivateAgentResponse::from_receipt(&w.receipt, w.replayed)))
     }
 }
@@ -116,10 +99,10 @@ impl pb::memory_service_server::MemoryService for Api {
     }
 
     async fn get(&self, request: Request<pb::GetMemoryRequest>) -> Result<Response<pb::MemoryView>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::get_memory_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_memory(s, me, q.memory, q.version)).await?;
-        Ok(v.respond(|v| pb::MemoryView::from(&v)))
+        let v = self.b.get_memory(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::MemoryView::from(&v)))
     }
 }
 
@@ -129,10 +112,10 @@ impl pb::thread_service_server::ThreadService for Api {
         &self,
         request: Request<pb::CreateThreadRequest>,
     ) -> Result<Response<pb::CreateThreadResponse>, Status> {
-        let me = self.b.authenticate_writer(&request).await?;
-        let (grant, material) = secret(secrets::GRANT_PREFIX)?;
+        let me = self.b.authenticate_writer(&credentials(&request)).await.map_err(status)?;
+        let (grant, material) = secrets::issue(secrets::GRANT_PREFIX).map_err(status)?;
         let keyed = rq::create_thread_action(request.get_ref(), &material)?;
-        let w = self.b.submit(Principal::Agent(me), keyed).await?;
+        let w = self.b.write(&me, keyed).await.map_err(status)?;
         Ok(Response::new(kungfu_api::response::create_thread_response(&w.receipt, w.replayed, &grant)))
     }
 
@@ -140,10 +123,10 @@ impl pb::thread_service_server::ThreadService for Api {
         &self,
         request: Request<pb::IssueGrantRequest>,
     ) -> Result<Response<pb::IssueGrantResponse>, Status> {
-        let me = self.b.authenticate_writer(&request).await?;
-        let (grant, material) = secret(secrets::GRANT_PREFIX)?;
+        let me = self.b.authenticate_writer(&credentials(&request)).await.map_err(status)?;
+        let (grant, material) = secrets::issue(secrets::GRANT_PREFIX).map_err(status)?;
         let keyed = rq::issue_grant_action(request.get_ref(), &material)?;
-        let w = self.b.submit(Principal::Agent(me), keyed).await?;
+        let w = self.b.write(&me, keyed).await.map_err(status)?;
         Ok(Response::new(kungfu_api::response::issue_grant_response(&w.receipt, w.replayed, &grant)))
     }
 
@@ -188,47 +171,37 @@ impl pb::thread_service_server::ThreadService for Api {
     }
 
     async fn timeline(&self, request: Request<pb::TimelineRequest>) -> Result<Response<pb::TimelineResponse>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::timeline_query(request.get_ref())?;
-        let page = self
-            .b
-            .read_with(&request, |s, l, _| {
-                let size = l.page_size(q.page_size);
-                read::timeline(s, me, q.thread, q.after, q.page_size, l).map(|e| {
-                    let full = e.len() == size;
-                    (e, full)
-                })
-            })
-            .await?;
-        Ok(page.respond(|(entries, full)| kungfu_api::response::timeline_response(&entries, full)))
+        let page = self.b.timeline(&me, q).await.map_err(status)?;
+        Ok(respond(page, |p| kungfu_api::response::timeline_response(&p.entries, p.full)))
     }
 
     async fn get_entry(&self, request: Request<pb::GetEntryRequest>) -> Result<Response<pb::EntryView>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::get_entry_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_entry(s, me, q.thread, q.entry)).await?;
-        Ok(v.respond(|v| pb::EntryView::from(&v)))
+        let v = self.b.get_entry(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::EntryView::from(&v)))
     }
 
     async fn get_response(
         &self,
         request: Request<pb::GetResponseRequest>,
     ) -> Result<Response<pb::OwedResponse>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::get_response_query(request.get_ref())?;
-        let v =
-            self.b.read_with(&request, |s, _, _| read::read_response(s, me, q.thread, q.entry, q.responder)).await?;
-        Ok(v.respond(|v| pb::OwedResponse::from(&v)))
+        let v = self.b.get_response(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::OwedResponse::from(&v)))
     }
 
     async fn get_referenced_task(
         &self,
         request: Request<pb::GetReferencedTaskRequest>,
     ) -> Result<Response<pb::ReferencedTask>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::get_referenced_task_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_referenced_task(s, me, q.thread, q.entry)).await?;
-        Ok(v.respond(|v| pb::ReferencedTask::from(&v)))
+        let v = self.b.get_referenced_task(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::ReferencedTask::from(&v)))
     }
 }
 
@@ -272,10 +245,10 @@ impl pb::assignment_service_server::AssignmentService for Api {
     }
 
     async fn get(&self, request: Request<pb::GetAssignmentRequest>) -> Result<Response<pb::Assignment>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let id = rq::get_assignment_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_assignment(s, me, id)).await?;
-        Ok(v.respond(|v| pb::Assignment::from(&v)))
+        let v = self.b.get_assignment(&me, id).await.map_err(status)?;
+        Ok(respond(v, |v| pb::Assignment::from(&v)))
     }
 }
 
@@ -331,68 +304,60 @@ impl pb::task_service_server::TaskService for Api {
     }
 
     async fn get(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::TaskView>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::get_task_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_task(s, me, q.task, q.version)).await?;
-        Ok(v.respond(|v| pb::TaskView::from(&v)))
+        let v = self.b.get_task(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::TaskView::from(&v)))
     }
 
     async fn get_engagement(
         &self,
         request: Request<pb::GetEngagementRequest>,
     ) -> Result<Response<pb::Engagement>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let id = rq::get_engagement_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_engagement(s, me, id)).await?;
-        Ok(v.respond(|v| pb::Engagement::from(&v)))
+        let v = self.b.get_engagement(&me, id).await.map_err(status)?;
+        Ok(respond(v, |v| pb::Engagement::from(&v)))
     }
 
     async fn get_engagement_input(
         &self,
         request: Request<pb::GetEngagementInputRequest>,
     ) -> Result<Response<pb::MemoryView>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::get_engagement_input_query(request.get_ref())?;
-        let v = self.b.read_with(&request, |s, _, _| read::read_engagement_input(s, me, q.engagement, q.index)).await?;
-        Ok(v.respond(|v| pb::MemoryView::from(&v)))
+        let v = self.b.get_engagement_input(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::MemoryView::from(&v)))
     }
 }
 
 #[tonic::async_trait]
 impl pb::turn_service_server::TurnService for Api {
     async fn get_turn(&self, request: Request<pb::GetTurnRequest>) -> Result<Response<pb::TurnPage>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::turn_query(request.get_ref())?;
         // The page and the sequence number it is exact at come from one snapshot.
-        let page = self
-            .b
-            .read_with(&request, |s, l, now| {
-                let page = read::turn(s, me, q.cursor.as_ref(), q.page_size, now, l)?;
-                let seq = kungfu_core::StateExt::counters(s)?.unwrap_or_default().seq;
-                Ok((page, seq))
-            })
-            .await?;
-        Ok(page.respond(|(v, seq)| pb::TurnPage { as_of_seq: seq, ..pb::TurnPage::from(&v) }))
+        let turn = self.b.turn(&me, q).await.map_err(status)?;
+        Ok(respond(turn, |t| pb::TurnPage { as_of_seq: t.as_of_seq, ..pb::TurnPage::from(&t.page) }))
     }
 
     async fn get_opportunities(
         &self,
         request: Request<pb::GetOpportunitiesRequest>,
     ) -> Result<Response<pb::OpportunityPage>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let q = rq::opportunities_query(request.get_ref())?;
-        let page =
-            self.b.read_with(&request, |s, l, _| read::opportunities(s, me, q.cursor.as_ref(), q.page_size, l)).await?;
-        Ok(page.respond(|v| pb::OpportunityPage::from(&v)))
+        let page = self.b.opportunities(&me, q).await.map_err(status)?;
+        Ok(respond(page, |v| pb::OpportunityPage::from(&v)))
     }
 
     async fn get_working_set(
         &self,
         request: Request<pb::GetWorkingSetRequest>,
     ) -> Result<Response<pb::WorkingSet>, Status> {
-        let me = self.b.authenticate(&request).await?;
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
         let object = rq::working_set_query(request.get_ref())?;
-        let ws = self.b.read_with(&request, |s, l, now| read::working_set(s, me, object, now, l)).await?;
-        Ok(ws.respond(|v| pb::WorkingSet::from(&v)))
+        let ws = self.b.working_set(&me, object).await.map_err(status)?;
+        Ok(respond(ws, |v| pb::WorkingSet::from(&v)))
     }
 }

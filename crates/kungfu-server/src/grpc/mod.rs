@@ -1,0 +1,189 @@
+//! The gRPC door: a thin adapter over the service layer ([`Backend`], [`Watches`]). It is the only
+//! place of the server that knows gRPC. What it does for every call:
+//!
+//! - reads the transport facts of a request once ([`credentials`]): the bearer credential of
+//!   `authorization: Bearer …`, the consistency asked for by `kungfu-consistency: stale`, and the
+//!   client's address;
+//! - converts the request with `kungfu_api::request` (a malformed field is INVALID_ARGUMENT naming
+//!   it), calls the service layer, and converts its answer with `kungfu_api::response`;
+//! - turns a [`Rejection`] into a `tonic::Status` in one place ([`status`], `kungfu_api`'s one table
+//!   of codes with `google.rpc.ErrorInfo`), and a stale read's staleness into response metadata
+//!   ([`respond`]).
+//!
+//! Files: [`api`] (the six protocol services), [`admin`] (the operator service), [`watch`] (the
+//! watch streams), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
+//! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2;
+//! [`serve`] puts them together on one listener with health and reflection.
+
+pub mod admin;
+pub mod api;
+pub mod forward;
+pub mod oversize;
+pub mod watch;
+
+use crate::backend::{Backend, Read};
+use crate::credentials::{Consistency, Credentials};
+use crate::watch::Watches;
+use kungfu_api::pb;
+use kungfu_types::Rejection;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The metadata a caller sends to ask for a stale read (`kungfu-consistency: stale`).
+pub const CONSISTENCY: &str = "kungfu-consistency";
+/// The metadata of a stale answer: the applied index it reflects, and the entries this node knows
+/// are committed but not yet applied.
+pub const APPLIED_INDEX: &str = "kungfu-applied-index";
+pub const LAG_ENTRIES: &str = "kungfu-lag-entries";
+/// How long an operator call may wait for its outcome when the caller sent no deadline.
+pub const DEFAULT_CALL_BUDGET: Duration = Duration::from_secs(60);
+
+/// The transport facts of a request, in domain terms.
+pub fn credentials<T>(req: &tonic::Request<T>) -> Credentials {
+    let meta = |name: &str| req.metadata().get(name).and_then(|v| v.to_str().ok());
+    let bearer = meta("authorization").and_then(|h| h.strip_prefix("Bearer ")).map(str::to_string);
+    let consistency = if meta(CONSISTENCY) == Some("stale") { Consistency::Stale } else { Consistency::Linearizable };
+    Credentials { bearer, consistency, remote: req.remote_addr().map(|a| a.ip()) }
+}
+
+/// A rejection as the gRPC status every call answers it with: the one conversion of the door.
+pub fn status(r: Rejection) -> tonic::Status {
+    kungfu_api::rejection_status(&r)
+}
+
+/// The response to a read, with the staleness metadata of a stale read.
+pub fn respond<R, P>(read: Read<R>, f: impl FnOnce(R) -> P) -> tonic::Response<P> {
+    let mut r = tonic::Response::new(f(read.value));
+    if let Some((applied, lag)) = read.stale {
+        if let Ok(v) = applied.to_string().parse() {
+            r.metadata_mut().insert(APPLIED_INDEX, v);
+        }
+        if let Ok(v) = lag.to_string().parse() {
+            r.metadata_mut().insert(LAG_ENTRIES, v);
+        }
+    }
+    r
+}
+
+/// How long an operator call may wait for its outcome: a little less than the caller's
+/// `grpc-timeout` (so the answer arrives before the caller gives up), or [`DEFAULT_CALL_BUDGET`].
+pub fn call_budget<T>(req: &tonic::Request<T>) -> Duration {
+    let parsed = req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_grpc_timeout);
+    match parsed {
+        Some(d) => d.saturating_sub((d / 10).min(Duration::from_secs(2))),
+        None => DEFAULT_CALL_BUDGET,
+    }
+}
+
+/// The gRPC `grpc-timeout` header: at most 8 digits and a unit (`H M S m u n`).
+fn parse_grpc_timeout(text: &str) -> Option<Duration> {
+    let unit = text.chars().last()?;
+    let digits = &text[..text.len() - unit.len_utf8()];
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        'H' => Duration::from_secs(n * 3600),
+        'M' => Duration::from_secs(n * 60),
+        'S' => Duration::from_secs(n),
+        'm' => Duration::from_millis(n),
+        'u' => Duration::from_micros(n),
+        'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// Serves the public API and the operator service on `listener` until `shutdown` resolves: every
+/// service behind the forwarding and oversize layers, with health and reflection. Health reports
+/// serving while it runs and not serving once it returns.
+pub async fn serve(
+    b: Arc<Backend>,
+    watches: Watches,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let max = b.config.api.max_message_bytes;
+    let api = api::Api::new(b.clone());
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let served = tonic::transport::Server::builder()
+        .layer(forward::ForwardLayer::new(b.clone()))
+        .layer(oversize::OversizeLayer { max_message_bytes: max })
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(
+            pb::agent_service_server::AgentServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::memory_service_server::MemoryServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::thread_service_server::ThreadServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::assignment_service_server::AssignmentServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::task_service_server::TaskServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::turn_service_server::TurnServiceServer::new(api)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(admin::service(b.clone()))
+        .add_service(watch::service(watches, max))
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await;
+    health.set_not_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
+    Ok(served?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_and_leave_a_margin() {
+        assert_eq!(parse_grpc_timeout("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("7u"), Some(Duration::from_micros(7)));
+        for bad in ["", "S", "5", "5x", "123456789S", "-1S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
+        }
+        let mut req = tonic::Request::new(());
+        assert_eq!(call_budget(&req), DEFAULT_CALL_BUDGET);
+        req.set_timeout(Duration::from_secs(10));
+        assert_eq!(call_budget(&req), Duration::from_secs(9));
+    }
+
+    #[test]
+    fn the_transport_facts_of_a_request_are_read_once() {
+        let mut req = tonic::Request::new(());
+        assert_eq!(credentials(&req), Credentials::default());
+        req.metadata_mut().insert("authorization", "Bearer kf_ag_x ".parse().expect("ascii"));
+        req.metadata_mut().insert(CONSISTENCY, "stale".parse().expect("ascii"));
+        let c = credentials(&req);
+        assert_eq!(c.bearer.as_deref(), Some("kf_ag_x "));
+        assert_eq!(c.consistency, Consistency::Stale);
+        req.metadata_mut().insert("authorization", "Basic x".parse().expect("ascii"));
+        assert_eq!(credentials(&req).bearer, None, "only a bearer credential");
+    }
+}

@@ -1,0 +1,58 @@
+//! The watch streams on gRPC (`kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`) over the
+//! service layer's [`Watches`]: authenticate, convert the request, open the stream, and relay its
+//! events, ending with the status of its refusal when it ends with one.
+
+use super::{credentials, status};
+use crate::watch::{Events, Watches};
+use kungfu_api::pb;
+use kungfu_api::watch as wire;
+use std::pin::Pin;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+type EventStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+
+/// The watch service of one node.
+#[derive(Clone, Debug)]
+pub struct WatchApi {
+    w: Watches,
+}
+
+/// The watch service with the API's message size bounds.
+pub fn service(w: Watches, max_message_bytes: usize) -> pb::watch_service_server::WatchServiceServer<WatchApi> {
+    pb::watch_service_server::WatchServiceServer::new(WatchApi { w })
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(max_message_bytes)
+}
+
+fn stream<T: Send + 'static>(events: Events<T>) -> EventStream<T> {
+    Box::pin(ReceiverStream::new(events).map(|e| e.map_err(status)))
+}
+
+#[tonic::async_trait]
+impl pb::watch_service_server::WatchService for WatchApi {
+    type WatchTurnStream = EventStream<pb::TurnEvent>;
+
+    async fn watch_turn(
+        &self,
+        request: Request<pb::WatchTurnRequest>,
+    ) -> Result<Response<Self::WatchTurnStream>, Status> {
+        let me = self.w.backend().authenticate(&credentials(&request)).await.map_err(status)?;
+        let resume = wire::watch_turn_query(request.get_ref())?;
+        let events = self.w.watch_turn(&me, resume).await.map_err(status)?;
+        Ok(Response::new(stream(events)))
+    }
+
+    type WatchThreadStream = EventStream<pb::ThreadEvent>;
+
+    async fn watch_thread(
+        &self,
+        request: Request<pb::WatchThreadRequest>,
+    ) -> Result<Response<Self::WatchThreadStream>, Status> {
+        let me = self.w.backend().authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = wire::watch_thread_query(request.get_ref())?;
+        let events = self.w.watch_thread(&me, q).await.map_err(status)?;
+        Ok(Response::new(stream(events)))
+    }
+}

@@ -1,0 +1,91 @@
+//! The protocol's reads as calls of the service layer: one method per read, taking the
+//! authenticated [`Caller`] and the validated query (`kungfu_api::request`), answering the core's
+//! read result (`kungfu_core::read`) on one snapshot, linearizable or stale as the caller asked.
+
+use crate::backend::{Backend, Read};
+use crate::credentials::Caller;
+use kungfu_api::request as rq;
+use kungfu_core::model::{Assignment, Engagement, Entry, Response};
+use kungfu_core::read::{self, EntryView, MemoryView, OpportunityPage, ReferencedTask, TaskView, TurnPage, WorkingSet};
+use kungfu_types::{AssignmentId, EngagementId, ObjectRef, Rejection};
+
+/// A page of a thread's timeline, and whether it is full (more may follow).
+#[derive(Debug)]
+pub struct TimelinePage {
+    pub entries: Vec<Entry>,
+    pub full: bool,
+}
+
+/// A page of the caller's turn, and the sequence number of the snapshot it was read from.
+#[derive(Debug)]
+pub struct Turn {
+    pub page: TurnPage,
+    pub as_of_seq: u64,
+}
+
+impl Backend {
+    pub async fn get_memory(&self, c: &Caller, q: rq::MemoryQuery) -> Result<Read<MemoryView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_memory(s, c.agent, q.memory, q.version)).await
+    }
+
+    pub async fn timeline(&self, c: &Caller, q: rq::TimelineQuery) -> Result<Read<TimelinePage>, Rejection> {
+        self.read_as(c.consistency, |s, l, _| {
+            let size = l.page_size(q.page_size);
+            read::timeline(s, c.agent, q.thread, q.after, q.page_size, l).map(|entries| {
+                let full = entries.len() == size;
+                TimelinePage { entries, full }
+            })
+        })
+        .await
+    }
+
+    pub async fn get_entry(&self, c: &Caller, q: rq::EntryQuery) -> Result<Read<EntryView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_entry(s, c.agent, q.thread, q.entry)).await
+    }
+
+    pub async fn get_response(&self, c: &Caller, q: rq::ResponseQuery) -> Result<Read<Response>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_response(s, c.agent, q.thread, q.entry, q.responder)).await
+    }
+
+    pub async fn get_referenced_task(&self, c: &Caller, q: rq::EntryQuery) -> Result<Read<ReferencedTask>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_referenced_task(s, c.agent, q.thread, q.entry)).await
+    }
+
+    pub async fn get_assignment(&self, c: &Caller, id: AssignmentId) -> Result<Read<Assignment>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_assignment(s, c.agent, id)).await
+    }
+
+    pub async fn get_task(&self, c: &Caller, q: rq::TaskQuery) -> Result<Read<TaskView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_task(s, c.agent, q.task, q.version)).await
+    }
+
+    pub async fn get_engagement(&self, c: &Caller, id: EngagementId) -> Result<Read<Engagement>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_engagement(s, c.agent, id)).await
+    }
+
+    pub async fn get_engagement_input(
+        &self,
+        c: &Caller,
+        q: rq::EngagementInputQuery,
+    ) -> Result<Read<MemoryView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| read::read_engagement_input(s, c.agent, q.engagement, q.index)).await
+    }
+
+    /// The page and the sequence number it is exact at come from one snapshot.
+    pub async fn turn(&self, c: &Caller, q: rq::PageQuery) -> Result<Read<Turn>, Rejection> {
+        self.read_as(c.consistency, |s, l, now| {
+            let page = read::turn(s, c.agent, q.cursor.as_ref(), q.page_size, now, l)?;
+            let as_of_seq = kungfu_core::StateExt::counters(s)?.unwrap_or_default().seq;
+            Ok(Turn { page, as_of_seq })
+        })
+        .await
+    }
+
+    pub async fn opportunities(&self, c: &Caller, q: rq::PageQuery) -> Result<Read<OpportunityPage>, Rejection> {
+        self.read_as(c.consistency, |s, l, _| read::opportunities(s, c.agent, q.cursor.as_ref(), q.page_size, l)).await
+    }
+
+    pub async fn working_set(&self, c: &Caller, object: ObjectRef) -> Result<Read<WorkingSet>, Rejection> {
+        self.read_as(c.consistency, |s, l, now| read::working_set(s, c.agent, object, now, l)).await
+    }
+}
