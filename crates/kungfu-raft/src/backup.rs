@@ -22,7 +22,6 @@ pub fn write(
         let meta = checkpoint_snapshot_meta(checkpoint)?;
         let applied = meta
             .last_log_id
-            .clone()
             .ok_or_else(|| kungfu_storage::Error::Corrupt { what: "the state has no applied entry".into() })?;
         Ok(Described {
             name: format!("state-{:020}-{}-{}", applied.index, applied.leader_id.term, applied.leader_id.node_id),
