@@ -374,6 +374,11 @@ impl RaftNode {
         self.raft.metrics().borrow_watched().clone()
     }
 
+    /// The term this node is in now.
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow_watched().current_term
+    }
+
     /// Whether this node is the leader now: its raft state is Leader of the vote it reports.
     pub fn is_leader(&self) -> bool {
         // On every call's path: no copy of the metrics, the guard is dropped at once.

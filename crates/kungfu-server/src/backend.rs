@@ -22,6 +22,18 @@ pub struct Backend {
     pub rate: crate::ratelimit::RateLimits,
     /// The actors of live Threads and Tasks (DESIGN §3).
     pub actors: Arc<crate::actors::Actors>,
+    /// Whether a deadline scheduler runs for this node, and the term whose deadlines it has armed:
+    /// a new leader serves its first write only once its timers are armed (DESIGN §4).
+    pub timers: tokio::sync::watch::Sender<Timers>,
+}
+
+/// The deadline scheduler's progress, as the write path waits on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timers {
+    /// A scheduler runs (nodes built without one, as in some tests, never wait for it).
+    pub scheduling: bool,
+    /// The last term in which it loaded the whole due index and armed its timers.
+    pub armed_term: u64,
 }
 
 impl std::fmt::Debug for Backend {
@@ -68,7 +80,8 @@ impl Backend {
     pub fn new(node: Arc<RaftNode>, config: Arc<Config>) -> Backend {
         let rate = crate::ratelimit::RateLimits::new(&config.rate_limits);
         let actors = Arc::new(crate::actors::Actors::new(config.actors.clone()));
-        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors }
+        let timers = tokio::sync::watch::channel(Timers::default()).0;
+        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors, timers }
     }
 
     /// The answer to a call that reached a node that does not lead: nothing happened. It names
@@ -232,12 +245,37 @@ impl Backend {
     /// metrics reading.
     async fn caught_up(&self) -> Result<(), Rejection> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
+        let started = std::time::Instant::now();
         match self.node.until_caught_up(timeout).await {
-            Ok(()) => Ok(()),
+            Ok(()) => self.timers_armed(timeout.saturating_sub(started.elapsed())).await,
             Err(WriteError::NotLeader { leader }) => Err(self.not_leader_hinted(leader)),
             Err(e) => {
                 let mut r = Rejection::new(Code::Unavailable, format!("{e}; nothing was done"))
                     .with_retry_after(kungfu_types::Micros(self.config.raft.heartbeat_ms * 1000));
+                r.definite = true;
+                Err(refuse(r))
+            }
+        }
+    }
+
+    /// Waits, at most `timeout`, until the deadline scheduler has armed this term's timers (DESIGN
+    /// §4: a new leader arms its timers before it serves its first write), so no deadline of the
+    /// due index waits for a timer while this leader already answers writes. One reading once armed.
+    async fn timers_armed(&self, timeout: Duration) -> Result<(), Rejection> {
+        let term = self.node.term();
+        let armed = |t: &Timers| !t.scheduling || t.armed_term >= term;
+        if armed(&self.timers.borrow()) {
+            return Ok(());
+        }
+        let mut rx = self.timers.subscribe();
+        match tokio::time::timeout(timeout, rx.wait_for(armed)).await {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let mut r = Rejection::new(
+                    Code::Unavailable,
+                    format!("node {} leads but has not armed its deadline timers yet; nothing was done", self.node.id),
+                )
+                .with_retry_after(kungfu_types::Micros(self.config.raft.heartbeat_ms * 1000));
                 r.definite = true;
                 Err(refuse(r))
             }

@@ -3,7 +3,8 @@
 //!
 //! While this node leads with its state caught up (`RaftNode::leads_caught_up`: it has applied
 //! its own term, so the due index holds every deadline an earlier leader armed), the scheduler
-//! keeps every pending deadline in memory, ordered by due time. It subscribes to the feed first,
+//! keeps every pending deadline in memory, ordered by due time. The new leader serves its first
+//! write only once they are armed (`Backend::timers`). It subscribes to the feed first,
 //! then reads the whole due index (replicated state), so nothing applied in between is missed;
 //! afterwards each applied command's effects arm the deadlines that arose and disarm the ones
 //! that ended. A lagging subscription or a snapshot install re-reads the due index (the feed's lag
@@ -45,6 +46,9 @@ fn now() -> Timestamp {
 /// Runs until `stop` changes.
 pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let me = b.node.id;
+    // While this runs, a new leader's writes wait until its timers are armed (Backend::caught_up).
+    b.timers.send_modify(|t| t.scheduling = true);
+    let _stopped = Stopped(b.clone());
     loop {
         let wait = b.node.raft.wait(None);
         let leads = wait.metrics(move |m| caught_up_in(m, me), "the deadline scheduler: lead");
@@ -55,6 +59,15 @@ pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) 
         if let Led::Stopped = lead(&b, &mut stop).await {
             return;
         }
+    }
+}
+
+/// Marks the scheduler gone when `run` ends, so writes stop waiting for it.
+struct Stopped(Arc<Backend>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.0.timers.send_modify(|t| t.scheduling = false);
     }
 }
 
@@ -127,6 +140,7 @@ async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -
         }
     };
     tracing::info!(pending = pending.0.len(), term, "deadline timers armed from the due index");
+    b.timers.send_modify(|t| t.armed_term = t.armed_term.max(term));
     let wait = b.node.raft.wait(None);
     let lost = wait.metrics(
         move |m| leader_in(m) != Some(me) || m.current_term != term,

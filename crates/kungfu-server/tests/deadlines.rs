@@ -176,3 +176,31 @@ async fn a_deadline_armed_while_leading_ends_exactly_once() {
     assert!(counts.values().all(|n| *n == 1), "each exactly once (L4): {counts:?}");
     let _ = f.stop.send(true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_serves_writes_only_once_its_deadline_timers_are_armed() {
+    let f = fixture().await;
+    let registrar = |n: u64| {
+        let s = format!("kf_armed_{n}");
+        Action::RegisterAgent {
+            key_hash: kungfu_core::secret::hash_secret(&s),
+            key_fingerprint: kungfu_core::secret::fingerprint(&s),
+        }
+    };
+    // A scheduler that has not armed this term's timers yet (as right after an election).
+    f.b.timers.send_modify(|t| t.scheduling = true);
+    let b = f.b.clone();
+    let mut early =
+        tokio::spawn(
+            async move { b.submit(Principal::Registrar, KeyedAction { key: key(), action: registrar(1) }).await },
+        );
+    if let Ok(answer) = tokio::time::timeout(Duration::from_millis(500), &mut early).await {
+        panic!("a write was served before the deadline timers were armed: {answer:?}");
+    }
+    // The real scheduler arms them; the waiting write goes through.
+    f.start_scheduler();
+    let answer = tokio::time::timeout(BOUND, early).await.expect("answered").expect("join");
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(f.b.timers.borrow().armed_term, f.b.node.term(), "armed for the term it leads in");
+    let _ = f.stop.send(true);
+}
