@@ -31,12 +31,14 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(kungfu_raft::feed::DEFAULT_FEED_CAPACITY).await
+}
+
+async fn fixture_with(feed_capacity: usize) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Arc::new(
-        RaftNode::start(NodeConfig::new(1, "deadlines", dir.path(), "127.0.0.1:0".parse().expect("addr")))
-            .await
-            .expect("start"),
-    );
+    let mut config = NodeConfig::new(1, "deadlines", dir.path(), "127.0.0.1:0".parse().expect("addr"));
+    config.feed_capacity = feed_capacity;
+    let node = Arc::new(RaftNode::start(config).await.expect("start"));
     node.initialize([(1, node.node())].into_iter().collect()).await.expect("init");
     until("the node leads", || node.leads_caught_up()).await;
     let b = Arc::new(Backend::new(node, Arc::new(Config::default())));
@@ -202,5 +204,37 @@ async fn a_leader_serves_writes_only_once_its_deadline_timers_are_armed() {
     let answer = tokio::time::timeout(BOUND, early).await.expect("answered").expect("join");
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(f.b.timers.borrow().armed_term, f.b.node.term(), "armed for the term it leads in");
+    let _ = f.stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_that_falls_behind_the_feed_rereads_the_due_index_and_misses_nothing() {
+    // A feed that keeps one event: the scheduler lags behind it again and again while deadlines
+    // arise (the feed's lag policy: re-read the due index, never skip).
+    // Each assignment in a thread of its own: an expiry settles every due deadline of its own
+    // object first (L4), so a deadline the scheduler failed to arm would not be ended by another.
+    let f = Arc::new(fixture_with(1).await);
+    let (gov, worker) = (f.agent().await, f.agent().await);
+    f.start_scheduler();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let f = f.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut taken = Vec::new();
+            for _ in 0..30 {
+                let thread = f.thread_with(gov, worker).await;
+                taken.extend(f.taken_assignments(gov, worker, thread, 1).await);
+            }
+            taken
+        }));
+    }
+    let mut assignments = Vec::new();
+    for t in tasks {
+        assignments.extend(t.await.expect("join"));
+    }
+    until("every deadline ended", || assignments.iter().all(|a| f.timed_out(*a))).await;
+    let counts = f.deadline_facts();
+    assert_eq!(counts.len(), assignments.len());
+    assert!(counts.values().all(|n| *n == 1), "each exactly once (L4): {counts:?}");
     let _ = f.stop.send(true);
 }
