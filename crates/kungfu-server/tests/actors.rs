@@ -3,12 +3,15 @@
 //! answered without a log write; the number of live actors stays within its bound and idle actors
 //! stop.
 
+mod common;
+
+use common::post;
 use kungfu_api::KeyedAction;
-use kungfu_core::{Action, ActionResult, NewAssignment, PostBody, Principal};
+use kungfu_core::{Action, ActionResult, NewAssignment, Principal};
 use kungfu_raft::{NodeConfig, RaftNode};
 use kungfu_server::Config;
 use kungfu_server::backend::Backend;
-use kungfu_types::{AgentId, Content, IdempotencyKey, Role, ThreadId};
+use kungfu_types::{AgentId, Content, IdempotencyKey, ThreadId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +19,6 @@ use std::time::{Duration, Instant};
 struct Fixture {
     b: Arc<Backend>,
     _dir: tempfile::TempDir,
-    keys: std::sync::atomic::AtomicU64,
 }
 
 async fn fixture(max_live: usize, idle_ms: u64) -> Fixture {
@@ -35,60 +37,24 @@ async fn fixture(max_live: usize, idle_ms: u64) -> Fixture {
     let mut config = Config::default();
     config.actors.max_live = max_live;
     config.actors.idle_ms = idle_ms;
-    Fixture { b: Arc::new(Backend::new(node, Arc::new(config))), _dir: dir, keys: Default::default() }
+    Fixture { b: Arc::new(Backend::new(node, Arc::new(config))), _dir: dir }
 }
 
 impl Fixture {
     fn key(&self) -> IdempotencyKey {
-        let n = self.keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        IdempotencyKey::new(format!("k{n}")).expect("key")
+        common::key()
     }
 
     async fn ok(&self, p: Principal, action: Action) -> ActionResult {
-        match self.b.submit(p, KeyedAction { key: self.key(), action }).await {
-            Ok(w) => w.receipt.result,
-            Err(s) => panic!("rejected: {s}"),
-        }
+        common::ok(&self.b, p, action).await.receipt.result
     }
 
     async fn agent(&self) -> AgentId {
-        let secret = format!("kf_test_{}", self.keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        let action = Action::RegisterAgent {
-            key_hash: kungfu_core::secret::hash_secret(&secret),
-            key_fingerprint: kungfu_core::secret::fingerprint(&secret),
-        };
-        match self.ok(Principal::Registrar, action).await {
-            ActionResult::AgentRegistered { agent, .. } => agent,
-            other => panic!("{other:?}"),
-        }
+        common::agent(&self.b).await
     }
 
     async fn thread_with(&self, gov: AgentId, member: AgentId) -> ThreadId {
-        let ActionResult::ThreadCreated { thread, .. } =
-            self.ok(Principal::Agent(gov), Action::CreateThread { subject: Content::from("s"), grant: None }).await
-        else {
-            panic!()
-        };
-        let secret = format!("kf_gr_{}", self.keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        let grant = kungfu_core::NewGrant {
-            role: Role::Speaker,
-            hash: kungfu_core::secret::hash_secret(&secret),
-            fingerprint: kungfu_core::secret::fingerprint(&secret),
-        };
-        self.ok(Principal::Agent(gov), Action::IssueGrant { thread, grant }).await;
-        self.ok(Principal::Agent(member), Action::Join { grant_hash: kungfu_core::secret::hash_secret(&secret) }).await;
-        thread
-    }
-}
-
-fn post(thread: ThreadId, assignment: Option<NewAssignment>) -> Action {
-    Action::Post {
-        thread,
-        body: PostBody::Content(Content::from("x")),
-        reply_to: None,
-        ask: Some(BTreeSet::new()),
-        task_ref: None,
-        assignment,
+        common::thread_with(&self.b, gov, member).await
     }
 }
 

@@ -3,26 +3,22 @@
 //! end, exactly once each; deadlines that are due together end together, in a few log entries
 //! rather than one raft round each.
 
+mod common;
+
+use common::key;
 use kungfu_api::KeyedAction;
 use kungfu_core::model::{AssignmentOutcome, AssignmentState};
 use kungfu_core::rebuild::all_facts;
-use kungfu_core::{Action, ActionResult, Fact, NewAssignment, NewGrant, PostBody, Principal, StateExt};
+use kungfu_core::{Action, ActionResult, Fact, NewAssignment, PostBody, Principal, StateExt};
 use kungfu_raft::{NodeConfig, RaftNode};
 use kungfu_server::Config;
 use kungfu_server::backend::Backend;
-use kungfu_types::{AgentId, AssignmentId, Content, IdempotencyKey, Micros, Role, ThreadId};
+use kungfu_types::{AgentId, AssignmentId, Content, Micros, ThreadId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const BOUND: Duration = Duration::from_secs(60);
-
-static KEYS: AtomicU64 = AtomicU64::new(0);
-
-fn key() -> IdempotencyKey {
-    IdempotencyKey::new(format!("k{}", KEYS.fetch_add(1, Ordering::Relaxed))).expect("key")
-}
 
 struct Fixture {
     b: Arc<Backend>,
@@ -46,11 +42,7 @@ async fn fixture_with(feed_capacity: usize) -> Fixture {
 }
 
 async fn until(what: &str, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < BOUND, "not within {BOUND:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::until(what, BOUND, done).await
 }
 
 impl Fixture {
@@ -59,39 +51,15 @@ impl Fixture {
     }
 
     async fn ok(&self, p: Principal, action: Action) -> ActionResult {
-        match self.b.submit(p, KeyedAction { key: key(), action }).await {
-            Ok(w) => w.receipt.result,
-            Err(s) => panic!("refused: {s}"),
-        }
+        common::ok(&self.b, p, action).await.receipt.result
     }
 
     async fn agent(&self) -> AgentId {
-        let s = format!("kf_test_{}", KEYS.fetch_add(1, Ordering::Relaxed));
-        let action = Action::RegisterAgent {
-            key_hash: kungfu_core::secret::hash_secret(&s),
-            key_fingerprint: kungfu_core::secret::fingerprint(&s),
-        };
-        match self.ok(Principal::Registrar, action).await {
-            ActionResult::AgentRegistered { agent, .. } => agent,
-            other => panic!("{other:?}"),
-        }
+        common::agent(&self.b).await
     }
 
     async fn thread_with(&self, gov: AgentId, member: AgentId) -> ThreadId {
-        let ActionResult::ThreadCreated { thread, .. } =
-            self.ok(Principal::Agent(gov), Action::CreateThread { subject: Content::from("s"), grant: None }).await
-        else {
-            panic!("no thread")
-        };
-        let s = format!("kf_gr_{}", KEYS.fetch_add(1, Ordering::Relaxed));
-        let grant = NewGrant {
-            role: Role::Speaker,
-            hash: kungfu_core::secret::hash_secret(&s),
-            fingerprint: kungfu_core::secret::fingerprint(&s),
-        };
-        self.ok(Principal::Agent(gov), Action::IssueGrant { thread, grant }).await;
-        self.ok(Principal::Agent(member), Action::Join { grant_hash: kungfu_core::secret::hash_secret(&s) }).await;
-        thread
+        common::thread_with(&self.b, gov, member).await
     }
 
     /// `n` assignments from `gov` to `worker`, each taken, each due one second after its taking.
@@ -183,7 +151,7 @@ async fn a_deadline_armed_while_leading_ends_exactly_once() {
 async fn a_leader_serves_writes_only_once_its_deadline_timers_are_armed() {
     let f = fixture().await;
     let registrar = |n: u64| {
-        let s = format!("kf_armed_{n}");
+        let s = common::secret(&format!("kf_armed_{n}"));
         Action::RegisterAgent {
             key_hash: kungfu_core::secret::hash_secret(&s),
             key_fingerprint: kungfu_core::secret::fingerprint(&s),

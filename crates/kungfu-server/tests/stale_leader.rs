@@ -6,29 +6,20 @@
 //! stale state: it waits until node 2 has applied its own term, then succeeds, stamped after the
 //! acknowledged join.
 
+mod common;
+
+use common::{key, secret};
 use kungfu_api::KeyedAction;
-use kungfu_core::{Action, ActionResult, NewGrant, PostBody, Principal};
+use kungfu_core::{Action, ActionResult, NewGrant, Principal};
 use kungfu_raft::{NodeConfig, RaftNode};
 use kungfu_server::Config;
 use kungfu_server::backend::{Backend, Written};
-use kungfu_types::{AgentId, Content, IdempotencyKey, Role, ThreadId};
-use std::collections::BTreeSet;
+use kungfu_types::{AgentId, Content, Role};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long the test waits for anything that must happen (elections, applies) before failing.
 const BOUND: Duration = Duration::from_secs(30);
-
-static KEYS: AtomicU64 = AtomicU64::new(0);
-
-fn key() -> IdempotencyKey {
-    IdempotencyKey::new(format!("k{}", KEYS.fetch_add(1, Ordering::Relaxed))).expect("key")
-}
-
-fn secret(prefix: &str) -> String {
-    format!("{prefix}_{}", KEYS.fetch_add(1, Ordering::Relaxed))
-}
 
 struct Cluster {
     nodes: Vec<Arc<RaftNode>>,
@@ -62,41 +53,15 @@ async fn cluster() -> Cluster {
 
 impl Cluster {
     async fn until(&self, what: &str, done: impl Fn(&Cluster) -> bool) {
-        let start = Instant::now();
-        while !done(self) {
-            assert!(start.elapsed() < BOUND, "not within {BOUND:?}: {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        common::until(what, BOUND, || done(self)).await
     }
 
     async fn ok(&self, node: usize, p: Principal, action: Action) -> Written {
-        match self.backends[node].submit(p, KeyedAction { key: key(), action }).await {
-            Ok(w) => w,
-            Err(s) => panic!("node {} refused: {s}", node + 1),
-        }
+        common::ok(&self.backends[node], p, action).await
     }
 
     async fn agent(&self) -> AgentId {
-        let s = secret("kf_test");
-        let action = Action::RegisterAgent {
-            key_hash: kungfu_core::secret::hash_secret(&s),
-            key_fingerprint: kungfu_core::secret::fingerprint(&s),
-        };
-        match self.ok(0, Principal::Registrar, action).await.receipt.result {
-            ActionResult::AgentRegistered { agent, .. } => agent,
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
-fn post(thread: ThreadId) -> Action {
-    Action::Post {
-        thread,
-        body: PostBody::Content(Content::from("after the leader change")),
-        reply_to: None,
-        ask: Some(BTreeSet::new()),
-        task_ref: None,
-        assignment: None,
+        common::agent(&self.backends[0]).await
     }
 }
 
@@ -140,7 +105,7 @@ async fn a_new_leader_behind_on_apply_never_refuses_an_acknowledged_member() {
     // undecided.
     let b2 = c.backends[1].clone();
     let mut pending = tokio::spawn(async move {
-        b2.submit(Principal::Agent(member), KeyedAction { key: key(), action: post(thread) }).await
+        b2.submit(Principal::Agent(member), KeyedAction { key: key(), action: common::post(thread, None) }).await
     });
     if let Ok(early) = tokio::time::timeout(Duration::from_millis(500), &mut pending).await {
         let answer = early.expect("join");
