@@ -364,6 +364,7 @@ impl From<&MemoryView> for pb::MemoryView {
             version: v.version.0,
             version_created_at_unix_micros: micros(v.created_at),
             content: Some(content(&v.content)),
+            labels: None,
         }
     }
 }
@@ -389,7 +390,13 @@ impl From<&Entry> for pb::Entry {
 
 impl From<&EntryView> for pb::EntryView {
     fn from(v: &EntryView) -> pb::EntryView {
-        pb::EntryView { entry: Some(pb::Entry::from(&v.entry)), content: v.content.as_ref().map(content) }
+        pb::EntryView {
+            entry: Some(pb::Entry::from(&v.entry)),
+            content: v.content.as_ref().map(content),
+            labels: None,
+            held: false,
+            collective_size: None,
+        }
     }
 }
 

@@ -78,7 +78,7 @@ fn every_write_request_starts_with_its_idempotency_key() {
     let all = messages();
     let writes: Vec<_> =
         all.iter().filter(|(n, m)| is_protocol(m) && n.ends_with("Request") && !is_read_request(n)).collect();
-    assert_eq!(writes.len(), 33, "one write request per client action kind");
+    assert_eq!(writes.len(), 37, "one write request per client action kind");
     for (name, m) in writes {
         assert_eq!(m.fields.first(), Some(&("string".to_string(), "idempotency_key".to_string())), "{name}");
     }
@@ -135,11 +135,19 @@ fn receipts_and_structure_only_reads_carry_no_content() {
     }
     // Content is bytes and nothing else; no participant text travels in a string field.
     assert_eq!(all["Content"].fields, vec![("bytes".to_string(), "body".to_string())]);
+    assert_eq!(
+        all["LabeledContent"].fields,
+        vec![("Content".to_string(), "content".to_string()), ("Labels".to_string(), "labels".to_string())]
+    );
     for (name, m) in &all {
         for (ty, field) in &m.fields {
             let content_like = ["content", "note", "reason", "output", "criteria", "subject", "requirements"];
             if content_like.iter().any(|c| field == c || field.ends_with(&format!("_{c}"))) && ty != "bool" {
-                assert_eq!(ty, "Content", "{name}.{field} is participant content and must be a Content");
+                // `LabeledContent` is a `Content` with its labels (COORDINATION §7.1), pinned above.
+                assert!(
+                    ty == "Content" || ty == "LabeledContent",
+                    "{name}.{field} is participant content and must be a Content"
+                );
             }
         }
     }
@@ -157,6 +165,7 @@ fn the_descriptor_set_serves_exactly_this_versions_services() {
         "TaskService",
         "TurnService",
         "WatchService",
+        "CoordService",
         "AdminService",
     ] {
         assert!(contains(service), "{service} is in the descriptor set");

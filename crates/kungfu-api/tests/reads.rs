@@ -67,6 +67,7 @@ fn a_memory_view_keeps_structure_and_content_apart() {
         version: 2,
         version_created_at_unix_micros: 20,
         content: wc("the notes"),
+        labels: None,
     };
     assert_eq!(pb::MemoryView::from(&view), expected);
     let mut valid_private = view.memory.clone();
