@@ -3,7 +3,8 @@
 //! (domain `kungfu`, reason the stable code string, metadata `next_step`, `definite`, and when set
 //! `field` and `retry_after_micros`), plus a `google.rpc.BadRequest` field violation when a field
 //! is at fault and a `google.rpc.RetryInfo` when a wait is asked for, for generic gRPC clients. A
-//! `NOT_LEADER` that names the leader carries its API address as the `leader` metadata.
+//! `NOT_LEADER` that names the leader carries its API address as the `leader` metadata. Every
+//! verdict also carries `fak_reason`, the name fak gives the same refusal (design §2.8).
 //! [`status_rejection`] is the inverse, for clients.
 //!
 //! Field paths leave the server in wire terms: the few places where the core names a field
@@ -12,7 +13,7 @@
 
 use crate::field_error::FieldError;
 use kungfu_core::read::ReadError;
-use kungfu_types::{Code, Micros, NextStep, Rejection};
+use kungfu_types::{Code, FakReason, Micros, NextStep, Rejection};
 use std::collections::HashMap;
 use std::time::Duration;
 use tonic_types::{ErrorDetails, StatusExt};
@@ -29,6 +30,8 @@ pub const META_NEXT_STEP: &str = "next_step";
 pub const META_DEFINITE: &str = "definite";
 pub const META_FIELD: &str = "field";
 pub const META_RETRY_AFTER_MICROS: &str = "retry_after_micros";
+/// fak's reason name for the refusal (design §2.8); absent on `NOT_LEADER` and `UNAVAILABLE`.
+pub const META_FAK_REASON: &str = "fak_reason";
 
 /// The gRPC code of each rejection code: the one table. The exhaustive match makes a new code a
 /// compile error here until it is placed.
@@ -68,7 +71,12 @@ pub fn grpc_code(code: Code) -> tonic::Code {
         | Code::NoPendingResponse
         | Code::TaskPaused
         | Code::DeadlinePassed
-        | Code::AdoptionLimitReached => G::FailedPrecondition,
+        | Code::AdoptionLimitReached
+        // Design §2.8: the labels of the content are its state; revise the content, do not retry.
+        | Code::TrustViolation => G::FailedPrecondition,
+        // Design §2.8: a compare-and-set lost a race; re-read and retry.
+        Code::StaleBase => G::Aborted,
+        Code::DuplicateId => G::AlreadyExists,
         Code::IdempotencyKeyReused => G::AlreadyExists,
         Code::LimitExceeded | Code::RateLimited => G::ResourceExhausted,
         Code::NotLeader => G::Unavailable,
@@ -153,6 +161,9 @@ fn status(r: &Rejection, field: Option<&str>, message: &str) -> tonic::Status {
     if let Some(after) = r.retry_after {
         metadata.insert(META_RETRY_AFTER_MICROS.to_string(), after.0.to_string());
     }
+    if let Some(fak) = r.fak_reason() {
+        metadata.insert(META_FAK_REASON.to_string(), fak.as_str().to_string());
+    }
     let mut details = ErrorDetails::with_error_info(r.code.as_str(), ERROR_DOMAIN, metadata);
     if let Some(f) = field {
         details.add_bad_request_violation(f, message);
@@ -198,6 +209,8 @@ pub fn status_rejection(s: &tonic::Status) -> Option<Rejection> {
         retry_after: meta(META_RETRY_AFTER_MICROS).and_then(|v| v.parse().ok()).map(Micros),
         definite,
         leader: s.metadata().get(LEADER_METADATA).and_then(|v| v.to_str().ok()).map(str::to_string),
+        // Kept only when it differs from the code's own, so a round trip gives back the same value.
+        fak: meta(META_FAK_REASON).and_then(FakReason::parse).filter(|f| Some(*f) != code.fak_reason()),
     })
 }
 

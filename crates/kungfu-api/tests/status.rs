@@ -5,7 +5,7 @@ use kungfu_api::status::{ERROR_DOMAIN, wire_field_path};
 use kungfu_api::{FieldError, field_error_status, grpc_code, read_error_status, rejection_status, status_rejection};
 use kungfu_core::read::ReadError;
 use kungfu_core::state::StateError;
-use kungfu_types::{Code, Micros, NextStep, Rejection};
+use kungfu_types::{Code, FakReason, Micros, NextStep, Rejection};
 use std::collections::HashMap;
 use std::time::Duration;
 use tonic_types::{ErrorDetails, StatusExt};
@@ -46,6 +46,9 @@ fn expected_grpc(code: Code) -> tonic::Code {
         Code::RateLimited => G::ResourceExhausted,
         Code::NotLeader => G::Unavailable,
         Code::Unavailable => G::Unavailable,
+        Code::TrustViolation => G::FailedPrecondition,
+        Code::StaleBase => G::Aborted,
+        Code::DuplicateId => G::AlreadyExists,
     }
 }
 
@@ -57,7 +60,7 @@ fn over_the_wire(status: tonic::Status) -> tonic::Status {
 
 #[test]
 fn every_code_maps_to_its_grpc_code() {
-    assert_eq!(Code::ALL.len(), 31, "a new code needs a row in expected_grpc");
+    assert_eq!(Code::ALL.len(), 34, "a new code needs a row in expected_grpc");
     for code in Code::ALL {
         assert_eq!(grpc_code(*code), expected_grpc(*code), "{code}");
         let status = rejection_status(&Rejection::new(*code, "why"));
@@ -100,11 +103,16 @@ fn the_details_are_standard_google_rpc_messages() {
     let info = details.error_info().expect("ErrorInfo");
     assert_eq!(info.reason, "RATE_LIMITED");
     assert_eq!(info.domain, ERROR_DOMAIN);
-    let expected: HashMap<String, String> =
-        [("next_step", "wait"), ("definite", "true"), ("field", "thread"), ("retry_after_micros", "2500000")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    let expected: HashMap<String, String> = [
+        ("next_step", "wait"),
+        ("definite", "true"),
+        ("field", "thread"),
+        ("retry_after_micros", "2500000"),
+        ("fak_reason", "RATE_LIMITED"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     assert_eq!(info.metadata, expected);
     let violations = &details.bad_request().expect("BadRequest").field_violations;
     assert_eq!(violations.len(), 1);
@@ -229,4 +237,25 @@ fn a_field_error_converts_into_a_status_for_handlers() {
 
 fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn fak_reason_travels_with_every_verdict_and_a_site_override_survives() {
+    for code in Code::ALL {
+        let status = over_the_wire(rejection_status(&Rejection::new(*code, "why")));
+        let details = status.check_error_details().expect("details decode");
+        let info = details.error_info().expect("ErrorInfo");
+        assert_eq!(
+            info.metadata.get("fak_reason").map(String::as_str),
+            code.fak_reason().map(FakReason::as_str),
+            "{code}"
+        );
+    }
+    let trust = over_the_wire(rejection_status(&Rejection::new(Code::TrustViolation, "quarantined")));
+    let info = trust.check_error_details().expect("details").error_info().expect("ErrorInfo").clone();
+    assert_eq!(info.metadata.get("fak_reason").map(String::as_str), Some("TRUST_VIOLATION"));
+    let oversize = Rejection::field(Code::LimitExceeded, "body.content", "is too large").with_fak(FakReason::Oversize);
+    let back = status_rejection(&over_the_wire(rejection_status(&oversize))).expect("a rejection");
+    assert_eq!(back, oversize);
+    assert_eq!(back.fak_reason(), Some(FakReason::Oversize));
 }

@@ -4,8 +4,8 @@
 
 use crate::model::{Audience, Contract, Eligibility, Judge, MissingJudgment, ObligationId, Pin};
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, MemoryId, Micros,
-    RequestDigest, Role, SecretHash, TaskId, ThreadId, Timestamp,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, Labels, MemoryId, Micros,
+    RequestDigest, Role, Scope, SecretHash, TaskId, ThreadId, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -59,6 +59,31 @@ pub struct NewGrant {
 pub enum PostBody {
     Pin(Pin),
     Content(Content),
+}
+
+/// What a coordination write carries (design §3.3): an existing Memory version, whose labels are
+/// its own (unlabeled counts as `Labels::FAIL_CLOSED`), or new content that becomes a new Memory
+/// of the author with the given labels in the same action (L2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LabeledBody {
+    Pin(Pin),
+    Content { content: Content, labels: Labels },
+}
+
+/// Who a `Send` asks (design §3.3): nobody (a publish or broadcast), named members, or every
+/// member who may speak except the author (a barrier, design §4.7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Addressees {
+    Nobody,
+    Agents(BTreeSet<AgentId>),
+    AllSpeakers,
+}
+
+/// One rank's goal in a `Scatter` (design §4.3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankGoal {
+    pub member: AgentId,
+    pub body: LabeledBody,
 }
 
 /// An assignment created together with an entry (§6.4).
@@ -261,6 +286,38 @@ pub enum Action {
         obligation: ObligationId,
         due_at: Timestamp,
     },
+    // The coordination layer (design §2–§4). Appended, never inserted: bincode encodes a variant
+    // by its index (design R4).
+    /// A labeled Memory (`memory: None`) or a labeled new version of the caller's own Memory.
+    WriteLabeled {
+        memory: Option<MemoryId>,
+        content: Content,
+        labels: Labels,
+    },
+    /// The explicit, auditable widening: a new version with the same bytes and a wider scope.
+    WidenScope {
+        pin: Pin,
+        scope: Scope,
+    },
+    /// An addressed message, a publish (to nobody) or a barrier (to all speakers).
+    Send {
+        thread: ThreadId,
+        body: LabeledBody,
+        to: Addressees,
+        reply_to: Option<EntrySeq>,
+        /// Design §3.6: refuse (`STALE_BASE`) unless `reply_to` is its author's latest entry.
+        reply_to_latest: bool,
+    },
+    /// One atomic action: a header entry and one entry with an assignment per rank.
+    Scatter {
+        thread: ThreadId,
+        header: LabeledBody,
+        goals: Vec<RankGoal>,
+        criteria: Content,
+        output_structure: Option<Content>,
+        delivery_window: Option<Micros>,
+        judgment_window: Option<Micros>,
+    },
 }
 
 macro_rules! kinds {
@@ -319,6 +376,10 @@ kinds! {
     AdoptEngagement => "adopt_engagement",
     RejectEngagement => "reject_engagement",
     Expire => "expire",
+    WriteLabeled => "write_labeled",
+    WidenScope => "widen_scope",
+    Send => "send",
+    Scatter => "scatter",
 }
 
 impl Action {

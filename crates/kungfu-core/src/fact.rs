@@ -3,10 +3,12 @@
 //! but the current state and one fact. A combined action records the facts of its base actions in
 //! order (L2).
 
-use crate::model::{AssignmentSpec, Audience, Contract, MembershipEnd, MissingJudgment, ObligationId, Pin};
+use crate::model::{
+    AssignmentSpec, Audience, Contract, MembershipEnd, MissingJudgment, ObligationId, Pin, ScatterRank,
+};
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, ObjectRef, Role, SecretHash, TaskId,
-    ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, ObjectRef, Role, SecretHash,
+    TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -204,6 +206,23 @@ pub enum Fact {
         due_at: Timestamp,
         result: ExpiryResult,
     },
+    // The coordination layer (appended, design R4).
+    /// Design §2.2: the labels of a version, emitted right after the fact that created the version,
+    /// in the same command, and never otherwise.
+    VersionLabeled {
+        memory: MemoryId,
+        version: Version,
+        labels: Labels,
+        /// The version this one widens (`WidenScope`), if any.
+        widened_from: Option<Version>,
+    },
+    /// Design §4.4: which base facts of the same command form a collective (an index of them: it
+    /// creates no obligation, grants no right and changes no protocol state).
+    Scattered {
+        thread: ThreadId,
+        header: EntrySeq,
+        ranks: Vec<ScatterRank>,
+    },
 }
 
 impl Fact {
@@ -221,7 +240,8 @@ impl Fact {
             | MemoryUpdated { memory, .. }
             | MemoryPublished { memory }
             | MemoryUnpublished { memory }
-            | MemoryWithdrawn { memory } => vec![ObjectRef::Memory(*memory)],
+            | MemoryWithdrawn { memory }
+            | VersionLabeled { memory, .. } => vec![ObjectRef::Memory(*memory)],
             ThreadCreated { thread, .. }
             | GrantIssued { thread, .. }
             | GrantVoided { thread }
@@ -237,7 +257,8 @@ impl Fact {
             | AssignmentDelivered { thread, .. }
             | AssignmentJudged { thread, .. }
             | AssignmentDropped { thread, .. }
-            | AssignmentVoided { thread, .. } => vec![ObjectRef::Thread(*thread)],
+            | AssignmentVoided { thread, .. }
+            | Scattered { thread, .. } => vec![ObjectRef::Thread(*thread)],
             TaskCreated { task, .. }
             | ContractRevised { task, .. }
             | TaskPaused { task }
@@ -286,6 +307,8 @@ impl Fact {
             EngagementJudged { .. } => "engagement_judged",
             EngagementDropped { .. } => "engagement_dropped",
             DeadlinePassed { .. } => "deadline_passed",
+            VersionLabeled { .. } => "version_labeled",
+            Scattered { .. } => "scattered",
         }
     }
 }

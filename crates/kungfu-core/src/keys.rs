@@ -149,6 +149,22 @@ pub fn obligation(id: ObligationId) -> Key {
 pub fn all_obligations() -> Key {
     K::new(Family::Records, 12).done()
 }
+/// Design §8.1: the labels of one Memory version.
+pub fn version_labels(id: MemoryId, v: Version) -> Key {
+    K::new(Family::Records, 13).u64(id.0).u32(v.0).done()
+}
+/// Every labeled version, in (memory, version) order, for checks.
+pub fn all_version_labels() -> Key {
+    K::new(Family::Records, 13).done()
+}
+/// Design §8.1: the collective headed by `header` (tags 14–17 are kept for the shared record).
+pub fn collective(thread: ThreadId, header: EntrySeq) -> Key {
+    K::new(Family::Records, 18).u64(thread.0).u64(header.0).done()
+}
+/// Every collective, for checks.
+pub fn all_collectives() -> Key {
+    K::new(Family::Records, 18).done()
+}
 /// A whole record kind (tag) for full scans in checks and rebuilds.
 pub fn records_prefix() -> Key {
     vec![Family::Records as u8]

@@ -26,6 +26,7 @@
 
 pub mod action;
 pub mod codec;
+pub mod coord;
 mod decide;
 pub mod effects;
 pub mod engine;
@@ -47,6 +48,6 @@ pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewG
 pub use decide::actor_object;
 pub use engine::{Applied, apply};
 pub use fact::{ExpiryResult, Fact, JournaledFact, Verdict};
-pub use limits::Limits;
+pub use limits::{CoordLimits, Limits};
 pub use receipt::{ActionResult, GrantReceipt, Receipt, StoredReceipt};
 pub use state::{Changeset, MemState, Record, StateError, StateExt, StateRead, Tx, obligation_object};

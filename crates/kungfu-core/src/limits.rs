@@ -97,3 +97,39 @@ impl Limits {
         if requested == 0 { self.default_page_size } else { requested.min(self.max_page_size) }
     }
 }
+
+/// Limits of the coordination layer (design §9). A struct of its own because [`Limits`] travels
+/// inside the raft log (`Request::SetLimits`) and bincode encodes a struct by position, so it must
+/// never gain a field (design R4). These are the same on every replica: built in, not configured
+/// (a replicated `SetCoordLimits` is the way to make them configurable without a migration).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordLimits {
+    /// Ranks of one scatter; responders of one `Send` to all speakers.
+    pub max_collective_members: usize,
+    /// Inline content of one `Send` or `Scatter`, in bytes (each piece is also bounded by
+    /// `Limits::max_content_bytes`).
+    pub max_collective_bytes: usize,
+    /// Content returned inline by one mailbox page; later items are read on demand.
+    pub max_mailbox_page_bytes: usize,
+    /// Outputs returned inline by one gather; later ones are read on demand.
+    pub max_gather_output_bytes: usize,
+    /// Entries one filtered mailbox read examines per requested item (design §3.5: every call is
+    /// bounded, and a full traversal still omits nothing).
+    pub mailbox_scan_factor: usize,
+}
+
+impl CoordLimits {
+    pub const DEFAULT: CoordLimits = CoordLimits {
+        max_collective_members: 64,
+        max_collective_bytes: 1024 * 1024,
+        max_mailbox_page_bytes: 1024 * 1024,
+        max_gather_output_bytes: 2 * 1024 * 1024,
+        mailbox_scan_factor: 8,
+    };
+}
+
+impl Default for CoordLimits {
+    fn default() -> CoordLimits {
+        CoordLimits::DEFAULT
+    }
+}

@@ -3,8 +3,8 @@
 //! everywhere (L6): every participant-written value is a [`Content`] and nothing else is.
 
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, MemoryId, Micros, ObjectRef, Role, SecretHash,
-    TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, Micros, ObjectRef, Role,
+    SecretHash, TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -475,4 +475,36 @@ pub struct Obligation {
 pub enum OpportunityId {
     Assignment(AssignmentId),
     Task(TaskId),
+}
+
+// ---------------------------------------------------------------------------------------------
+// The coordination layer (design §2, §4). Records of their own, never fields added to the records
+// above (design R4: bincode encodes structs by position).
+
+/// Design §2.2: the labels of one Memory version, written once by `VersionLabeled`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionLabels {
+    pub memory: MemoryId,
+    pub version: Version,
+    pub labels: Labels,
+    pub widened_from: Option<Version>,
+}
+
+/// One rank of a scatter: its member, its entry and its assignment (design §4.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScatterRank {
+    pub member: AgentId,
+    pub entry: EntrySeq,
+    pub assignment: AssignmentId,
+}
+
+/// Design §4.4: the collective a scatter formed, keyed by its header entry. Ranks in rank order
+/// (ascending member id); the set never changes after the scatter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collective {
+    pub thread: ThreadId,
+    pub header: EntrySeq,
+    pub author: AgentId,
+    pub formed_at: Timestamp,
+    pub ranks: Vec<ScatterRank>,
 }

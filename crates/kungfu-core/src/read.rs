@@ -176,7 +176,11 @@ pub fn opportunities(
 // --- §9 Visibility --------------------------------------------------------------------------------
 
 /// The thread and the reader's membership, for a current member (§9); NOT_FOUND otherwise.
-fn current_membership(state: &dyn StateRead, thread: ThreadId, agent: AgentId) -> ReadResult<(Thread, Membership)> {
+pub(crate) fn current_membership(
+    state: &dyn StateRead,
+    thread: ThreadId,
+    agent: AgentId,
+) -> ReadResult<(Thread, Membership)> {
     match visibility::current_member(state, thread, agent)? {
         Some((t, m)) => Ok((t, m)),
         None => not_found("thread"),
@@ -192,6 +196,10 @@ pub struct MemoryView {
     pub version: Version,
     pub created_at: Timestamp,
     pub content: Content,
+    /// Design §2.6: the version's labels, None when unlabeled. The author also reads its own
+    /// quarantined versions (nobody else can reach them); an SDK keeps those out of a model's
+    /// context.
+    pub labels: Option<kungfu_types::Labels>,
 }
 
 /// Reads a Memory directly: its author reads every version; any other agent reads the current
@@ -211,10 +219,11 @@ pub fn read_memory(
     let Some(v) = state.memory_version(memory, version)? else {
         return not_found("memory");
     };
-    Ok(MemoryView { memory: m, version, created_at: v.created_at, content: v.content })
+    let labels = state.labels(Pin { memory, version })?;
+    Ok(MemoryView { memory: m, version, created_at: v.created_at, content: v.content, labels })
 }
 
-fn pinned_content(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> ReadResult<Option<Content>> {
+pub(crate) fn pinned_content(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> ReadResult<Option<Content>> {
     if !visibility::pin_readable(state, context_author, pin)? {
         return Ok(None);
     }
@@ -226,8 +235,16 @@ fn pinned_content(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> R
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryView {
     pub entry: Entry,
-    /// None when the pin is another agent's Memory that is no longer valid and public (§5).
+    /// None when the pin is another agent's Memory that is no longer valid and public (§5), or
+    /// when the entry is `held`.
     pub content: Option<Content>,
+    /// Design §2.6: the labels of the pinned version, None when unlabeled.
+    pub labels: Option<kungfu_types::Labels>,
+    /// Design §2.6: the pinned version is labeled quarantined, so its content is withheld. The
+    /// floor makes this impossible; it is fak's ingress hold kept as defence in depth.
+    pub held: bool,
+    /// Design §4.4: the number of ranks when this entry heads a collective.
+    pub collective_size: Option<u32>,
 }
 
 pub fn read_entry(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: EntrySeq) -> ReadResult<EntryView> {
@@ -235,8 +252,9 @@ pub fn read_entry(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: 
     let Some(entry) = state.entry(thread, seq)? else {
         return not_found("entry");
     };
-    let content = pinned_content(state, entry.author, entry.pin)?;
-    Ok(EntryView { entry, content })
+    let (labels, held, content) = crate::coord::read::labeled_content(state, &entry)?;
+    let collective_size = state.collective(thread, seq)?.map(|c| c.ranks.len() as u32);
+    Ok(EntryView { entry, content, labels, held, collective_size })
 }
 
 /// A page of a thread's entries (structure only; content on demand through [`read_entry`]).
@@ -415,7 +433,8 @@ pub fn read_engagement_input(
     let Some(v) = state.memory_version(pin.memory, pin.version)? else {
         return not_found("memory");
     };
-    Ok(MemoryView { memory: m, version: pin.version, created_at: v.created_at, content })
+    let labels = state.labels(pin)?;
+    Ok(MemoryView { memory: m, version: pin.version, created_at: v.created_at, content, labels })
 }
 
 // --- §8 Working set -------------------------------------------------------------------------------

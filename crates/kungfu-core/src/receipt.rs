@@ -3,10 +3,10 @@
 //! changes never alter it: it is stored once and returned byte for byte on replay.
 
 use crate::action::ActionKind;
-use crate::model::{ObligationId, Pin};
+use crate::model::{ObligationId, Pin, ScatterRank};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, MemoryId, RequestDigest, Role, TaskId, ThreadId,
-    Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, RequestDigest, Role, Scope, TaskId,
+    ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -179,6 +179,30 @@ pub enum ActionResult {
     },
     Expired {
         ended: Vec<ObligationId>,
+    },
+    // The coordination layer (appended, design R4).
+    /// Design §3.3: `readers` = the current members other than the author when it was posted.
+    Sent {
+        thread: ThreadId,
+        entry: EntrySeq,
+        pin: Pin,
+        responders: BTreeSet<AgentId>,
+        readers: u32,
+    },
+    LabeledWritten {
+        pin: Pin,
+        labels: Labels,
+    },
+    ScopeWidened {
+        from: Pin,
+        to: Pin,
+        scope: Scope,
+    },
+    /// Design §4.3: the ranks in rank order.
+    Scattered {
+        thread: ThreadId,
+        header: EntrySeq,
+        ranks: Vec<ScatterRank>,
     },
 }
 

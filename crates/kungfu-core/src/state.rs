@@ -34,6 +34,9 @@ pub enum Record {
     Ref(IndexRef),
     Fact(JournaledFact),
     Receipt(StoredReceipt),
+    // The coordination layer (appended, design R4).
+    Labels(VersionLabels),
+    Collective(Collective),
 }
 
 /// The target of an index entry.
@@ -280,6 +283,13 @@ pub trait StateExt: StateRead {
     typed_get!(contract_version(task: TaskId, v: Version) -> ContractVersion = ContractVersion, keys::contract_version(task, v););
     typed_get!(engagement(id: EngagementId) -> Engagement = Engagement, keys::engagement(id););
     typed_get!(obligation(id: ObligationId) -> Obligation = Obligation, keys::obligation(id););
+    typed_get!(version_labels(id: MemoryId, v: Version) -> VersionLabels = Labels, keys::version_labels(id, v););
+    typed_get!(collective(thread: ThreadId, header: EntrySeq) -> Collective = Collective, keys::collective(thread, header););
+
+    /// Design §2.2: the labels of a pinned version; None when the version is unlabeled.
+    fn labels(&self, pin: Pin) -> Result<Option<kungfu_types::Labels>, StateError> {
+        Ok(self.version_labels(pin.memory, pin.version)?.map(|l| l.labels))
+    }
 
     /// The value of an index key.
     fn index(&self, key: &[u8]) -> Result<Option<IndexRef>, StateError> {

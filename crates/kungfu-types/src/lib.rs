@@ -7,10 +7,12 @@
 //! - [`role`]: thread roles and the "may speak" predicate (§6.2).
 //! - [`content`]: participant content, kept apart from structure (L6).
 //! - [`request`]: idempotency keys, request digests and secret hashes (L3).
-//! - [`rejection`]: the closed set of rejection codes and next steps (L2, §8).
+//! - [`labels`]: taint and scope of a Memory version (the coordination layer's floor, design §2).
+//! - [`rejection`]: the closed set of rejection codes and next steps (L2, §8), with fak's reason names.
 
 pub mod content;
 pub mod ids;
+pub mod labels;
 pub mod rejection;
 pub mod request;
 pub mod role;
@@ -18,7 +20,8 @@ pub mod time;
 
 pub use content::Content;
 pub use ids::{AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, TaskId, ThreadId, Version};
-pub use rejection::{Code, NextStep, Rejection};
+pub use labels::{Labels, Scope, Taint};
+pub use rejection::{Code, FakReason, NextStep, Rejection};
 pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash};
 pub use role::Role;
 pub use time::{Micros, Timestamp};

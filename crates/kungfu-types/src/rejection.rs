@@ -147,11 +147,94 @@ codes! {
     /// The node cannot decide now (no leader, leader changed); the action may or may not have
     /// taken effect. Retry with the same idempotency key.
     Unavailable => "UNAVAILABLE", Retry;
+    /// Design §2.8: labeled content would reach an audience its labels forbid (quarantined, or a
+    /// scope narrower than the path needs). Widen the scope explicitly, or keep it in your Memory.
+    TrustViolation => "TRUST_VIOLATION", Revise;
+    /// Design §2.8: the write cited a base that is no longer the latest (a stale status or rev);
+    /// re-read and retry on the current one.
+    StaleBase => "STALE_BASE", Retry;
+    /// Design §2.8: an item id is already used by another request; choose a new id.
+    DuplicateId => "DUPLICATE_ID", Revise;
 }
 
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+macro_rules! fak_reasons {
+    ($($(#[$doc:meta])* $variant:ident => $text:literal,)*) => {
+        /// fak's closed core reason vocabulary (design §2.8), carried beside every Kungfu code so a
+        /// fak adapter can audit our refusals with its own machinery. All 13 names are accepted
+        /// (the RFC lists 12; fak's code has 13, design §12 item 1); some are never produced.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum FakReason {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl FakReason {
+            pub const ALL: &'static [FakReason] = &[$(FakReason::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(FakReason::$variant => $text,)* }
+            }
+
+            pub fn parse(s: &str) -> Option<FakReason> {
+                match s { $($text => Some(FakReason::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+fak_reasons! {
+    /// The caller lacks the right (membership, role, authorship).
+    DefaultDeny => "DEFAULT_DENY",
+    /// A state precondition of the object refuses the action.
+    PolicyBlock => "POLICY_BLOCK",
+    /// Never produced: nothing modifies the runtime through the protocol.
+    SelfModify => "SELF_MODIFY",
+    /// Never produced: there are no lane leases; exclusive work is an assignment.
+    LeaseHeld => "LEASE_HELD",
+    /// Labeled content would cross its floor.
+    TrustViolation => "TRUST_VIOLATION",
+    /// The request is malformed.
+    Malformed => "MALFORMED",
+    /// A named target is not a valid one.
+    Misroute => "MISROUTE",
+    /// A rate or count limit.
+    RateLimited => "RATE_LIMITED",
+    /// Never produced: the runtime never inspects content (design R1).
+    SecretExfil => "SECRET_EXFIL",
+    /// The write did not cite the current base.
+    Unwitnessed => "UNWITNESSED",
+    /// A size limit.
+    Oversize => "OVERSIZE",
+    /// An unknown call (at the edge).
+    UnknownTool => "UNKNOWN_TOOL",
+    /// Never produced, as `SECRET_EXFIL`.
+    ResultSecretDiscovered => "RESULT_SECRET_DISCOVERED",
+}
+
+impl Code {
+    /// The fak reason a refusal with this code carries (design §2.8), None for the routing and
+    /// indeterminate answers (`NOT_LEADER`, `UNAVAILABLE`), which are not verdicts. A site may
+    /// override it ([`Rejection::with_fak`]), as size limits do with `OVERSIZE`.
+    pub fn fak_reason(self) -> Option<FakReason> {
+        use Code::*;
+        Some(match self {
+            NotFound | Unauthenticated | AgentInactive | CannotSpeak | NotGovernor | NotAuthor | NotAddressee
+            | NotTaker | NotCreator | NotRequester | JudgmentForfeited | OwnTask | NotEligible | NotEntitled
+            | GrantInvalid => FakReason::DefaultDeny,
+            ThreadClosed | SoleGovernor | MemoryWithdrawn | InvalidState | NoEffect | NoPendingResponse
+            | TaskPaused | DeadlinePassed | AdoptionLimitReached | DuplicateId => FakReason::PolicyBlock,
+            TrustViolation => FakReason::TrustViolation,
+            InvalidArgument | IdempotencyKeyReused => FakReason::Malformed,
+            InvalidTarget => FakReason::Misroute,
+            RateLimited | LimitExceeded => FakReason::RateLimited,
+            StaleBase => FakReason::Unwitnessed,
+            NotLeader | Unavailable => return None,
+        })
     }
 }
 
@@ -174,6 +257,9 @@ pub struct Rejection {
     /// stored or replicated rejection are unchanged).
     #[serde(skip)]
     pub leader: Option<String>,
+    /// A fak reason set at the site, overriding the code's own ([`Code::fak_reason`]); read it
+    /// through [`Rejection::fak_reason`].
+    pub fak: Option<FakReason>,
 }
 
 impl Rejection {
@@ -186,6 +272,7 @@ impl Rejection {
             retry_after: None,
             definite: code != Code::Unavailable,
             leader: None,
+            fak: None,
         }
     }
 
@@ -210,6 +297,17 @@ impl Rejection {
     pub fn with_retry_after(mut self, after: Micros) -> Rejection {
         self.retry_after = Some(after);
         self
+    }
+
+    /// Sets the fak reason of this refusal (design §2.8), e.g. `OVERSIZE` on a size limit.
+    pub fn with_fak(mut self, fak: FakReason) -> Rejection {
+        self.fak = Some(fak);
+        self
+    }
+
+    /// The fak reason this refusal carries: the site's, else the code's.
+    pub fn fak_reason(&self) -> Option<FakReason> {
+        self.fak.or_else(|| self.code.fak_reason())
     }
 
     /// Names the leader's API address (for `NOT_LEADER`).
@@ -238,6 +336,22 @@ mod tests {
             assert_eq!(Code::parse(code.as_str()), Some(*code));
             assert!(seen.insert(code.as_str()), "duplicate wire string {code}");
         }
+    }
+
+    #[test]
+    fn every_verdict_carries_a_fak_reason_and_routing_answers_none() {
+        for code in Code::ALL {
+            let routing = matches!(code, Code::NotLeader | Code::Unavailable);
+            assert_eq!(code.fak_reason().is_none(), routing, "{code}");
+        }
+        assert_eq!(Code::TrustViolation.fak_reason(), Some(FakReason::TrustViolation));
+        assert_eq!(Code::StaleBase.fak_reason(), Some(FakReason::Unwitnessed));
+        let oversize = Rejection::new(Code::LimitExceeded, "x").with_fak(FakReason::Oversize);
+        assert_eq!(oversize.fak_reason(), Some(FakReason::Oversize));
+        for r in FakReason::ALL {
+            assert_eq!(FakReason::parse(r.as_str()), Some(*r));
+        }
+        assert_eq!(FakReason::ALL.len(), 13);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! §5 Memory: creating, updating, publishing, unpublishing and withdrawing a Memory.
 
+use super::coord::{self, Context};
 use super::{Cx, Res, not_found, reject};
 use crate::fact::Fact;
 use crate::model::*;
@@ -31,7 +32,7 @@ pub(super) fn emit_memory(cx: &mut Cx<'_>, me: AgentId, content: &Content, field
 }
 
 /// The caller's own Memory; another agent's Memory it may read is NOT_AUTHOR, any other NOT_FOUND.
-fn own_memory(cx: &Cx<'_>, me: AgentId, memory: MemoryId) -> Res<Memory> {
+pub(super) fn own_memory(cx: &Cx<'_>, me: AgentId, memory: MemoryId) -> Res<Memory> {
     match cx.tx.memory(memory)? {
         Some(m) if m.author == me => Ok(m),
         // Another agent's Memory: the caller may read a public one, but only the author acts on it.
@@ -44,6 +45,14 @@ fn own_memory(cx: &Cx<'_>, me: AgentId, memory: MemoryId) -> Res<Memory> {
 
 /// §5: adds a version to the caller's valid Memory.
 pub(super) fn update_memory(cx: &mut Cx<'_>, me: AgentId, memory: MemoryId, content: &Content) -> Res<ActionResult> {
+    let m = updatable_memory(cx, me, memory, content)?;
+    let version = m.current.next();
+    cx.emit(Fact::MemoryUpdated { memory, version, content: content.clone() })?;
+    Ok(ActionResult::MemoryUpdated { memory, version })
+}
+
+/// The caller's own valid Memory, when it may take a new version with `content` (§5, L4).
+pub(super) fn updatable_memory(cx: &Cx<'_>, me: AgentId, memory: MemoryId, content: &Content) -> Res<Memory> {
     cx.content("content", content, cx.limits.max_content_bytes)?;
     let m = own_memory(cx, me, memory)?;
     if !m.is_valid() {
@@ -56,9 +65,7 @@ pub(super) fn update_memory(cx: &mut Cx<'_>, me: AgentId, memory: MemoryId, cont
             format!("a Memory may have at most {} versions", cx.limits.max_versions_per_memory),
         );
     }
-    let version = m.current.next();
-    cx.emit(Fact::MemoryUpdated { memory, version, content: content.clone() })?;
-    Ok(ActionResult::MemoryUpdated { memory, version })
+    Ok(m)
 }
 
 /// §5: publishes (`public`) or unpublishes the caller's valid Memory.
@@ -75,6 +82,10 @@ pub(super) fn set_visibility(cx: &mut Cx<'_>, me: AgentId, memory: MemoryId, pub
         );
     }
     if public {
+        // Design §2.4: a labeled current version must be public and not quarantined to publish.
+        if let Some(labels) = cx.tx.labels(Pin { memory, version: m.current })? {
+            coord::floor_at(cx, "memory", labels, Context::Published)?;
+        }
         cx.emit(Fact::MemoryPublished { memory })?;
         Ok(ActionResult::MemoryPublished { memory })
     } else {

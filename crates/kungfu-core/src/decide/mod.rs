@@ -5,10 +5,12 @@
 //! This module holds what every action shares: the context [`Cx`], the reject helpers, which
 //! deadlines an action settles first (L4), and [`decide`], which dispatches each action to its one
 //! function in the file of its spec section: `agent` (§4), `memory` (§5), `threads` (§6.1–§6.3,
-//! §6.5), `assignments` (§6.4), `tasks` (§7) and `expire` (L4 deadlines and expiry).
+//! §6.5), `assignments` (§6.4), `tasks` (§7), `expire` (L4 deadlines and expiry) and `coord` (the
+//! coordination layer: labels and the floor, messages, scatter; design §2–§4).
 
 mod agent;
 mod assignments;
+mod coord;
 mod expire;
 mod memory;
 mod tasks;
@@ -101,11 +103,11 @@ impl<'s> Cx<'s> {
 
     fn content(&self, field: &str, c: &Content, max: usize) -> Res<()> {
         if c.len() > max {
-            return Err(Fail::Reject(Rejection::field(
-                Code::LimitExceeded,
-                field,
-                format!("is {} bytes; the limit is {max}", c.len()),
-            )));
+            return Err(Fail::Reject(
+                Rejection::field(Code::LimitExceeded, field, format!("is {} bytes; the limit is {max}", c.len()))
+                    // Design §2.8: a size limit is fak's OVERSIZE.
+                    .with_fak(kungfu_types::FakReason::Oversize),
+            ));
         }
         Ok(())
     }
@@ -233,7 +235,10 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
         | Post { thread, .. }
         | Handle { thread, .. }
         | Retract { thread, .. }
-        | CloseThread { thread } => vec![ObjectRef::Thread(*thread)],
+        | CloseThread { thread }
+        // Design §10: the coordination writes on a thread are serialized by its actor (L5).
+        | Send { thread, .. }
+        | Scatter { thread, .. } => vec![ObjectRef::Thread(*thread)],
         TakeAssignment { assignment }
         | DeliverAssignment { assignment, .. }
         | AdoptAssignment { assignment }
@@ -272,7 +277,9 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
         | UnpublishMemory { .. }
         | WithdrawMemory { .. }
         | CreateThread { .. }
-        | CreateTask { .. } => vec![],
+        | CreateTask { .. }
+        | WriteLabeled { .. }
+        | WidenScope { .. } => vec![],
     })
 }
 
@@ -357,6 +364,26 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
         AdoptEngagement { engagement } => tasks::adopt_engagement(cx, me()?, *engagement, &settled),
         RejectEngagement { engagement, reason } => tasks::reject_engagement(cx, me()?, *engagement, reason, &settled),
         Expire { .. } => expire::expire(settled),
+        WriteLabeled { memory, content, labels } => coord::write_labeled(cx, me()?, *memory, content, *labels),
+        WidenScope { pin, scope } => coord::widen_scope(cx, me()?, *pin, *scope),
+        Send { thread, body, to, reply_to, reply_to_latest } => {
+            coord::send(cx, me()?, *thread, body, to, *reply_to, *reply_to_latest)
+        }
+        Scatter { thread, header, goals, criteria, output_structure, delivery_window, judgment_window } => {
+            coord::scatter(
+                cx,
+                me()?,
+                *thread,
+                header,
+                goals,
+                &coord::ScatterSpec {
+                    criteria,
+                    output_structure: output_structure.as_ref(),
+                    delivery_window: *delivery_window,
+                    judgment_window: *judgment_window,
+                },
+            )
+        }
     }
 }
 

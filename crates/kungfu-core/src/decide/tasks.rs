@@ -1,6 +1,7 @@
 //! §7 Task: creating a Task, revising its contract, pausing and resuming it, and the engagements:
 //! taking, delivering, dropping and judging (§7.1–§7.4).
 
+use super::coord::{self, Context};
 use super::{Cx, Res, deadline_won, expire, reject, reject_field};
 use crate::action::ContractDraft;
 use crate::fact::{Fact, Verdict};
@@ -42,6 +43,10 @@ fn check_contract(cx: &Cx<'_>, me: AgentId, draft: &ContractDraft) -> Res<Contra
                 }
                 if pin.version.0 == 0 || pin.version > m.current {
                     return reject_field(Code::InvalidArgument, &field, "names a version that does not exist");
+                }
+                // Design §2.4: a labeled input must be shareable with a contractual audience.
+                if let Some(labels) = cx.tx.labels(*pin)? {
+                    coord::floor_at(cx, &field, labels, Context::TaskInput)?;
                 }
             }
             Some(m) if visibility::memory_readable(&m, me) => {

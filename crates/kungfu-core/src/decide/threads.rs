@@ -1,6 +1,7 @@
 //! §6.1–§6.3 and §6.5 Thread: creation and admission, members and roles, entries and responses, and
 //! closing. Assignments (§6.4) are in `assignments`.
 
+use super::coord::{self, Context};
 use super::{Cx, Fail, Res, assignments, memory, reject, reject_field};
 use crate::action::{NewAssignment, NewGrant, PostBody};
 use crate::fact::Fact;
@@ -205,15 +206,11 @@ pub(super) fn post(
     if !m.role.may_speak() {
         return reject(Code::CannotSpeak, "an observer may not post; a governor can change your role");
     }
-    let replied = match reply_to {
-        Some(seq) => match cx.tx.entry(thread, seq)? {
-            Some(e) => Some(e),
-            None => {
-                return reject_field(Code::InvalidArgument, "reply_to", "names no entry of this thread");
-            }
-        },
-        None => None,
-    };
+    if let Some(seq) = reply_to {
+        if cx.tx.entry(thread, seq)?.is_none() {
+            return reject_field(Code::InvalidArgument, "reply_to", "names no entry of this thread");
+        }
+    }
     if let Some(ask) = ask {
         if ask.len() > cx.limits.max_ask {
             return reject_field(Code::LimitExceeded, "ask", format!("may name at most {} members", cx.limits.max_ask));
@@ -241,13 +238,16 @@ pub(super) fn post(
             Err(e @ Fail::State(_)) => return Err(e),
         }
     }
-    if t.last_entry == u64::MAX {
-        return reject(Code::LimitExceeded, "the thread has no entry numbers left");
-    }
     // The pinned version: an existing readable version, or new content as a new Memory (L2 combo).
     let pin = match body {
         PostBody::Pin(pin) => {
             cx.referable_pin("body.pin", *pin, me)?;
+            // Design §2.4: labeled content is held to its labels on this path too; unlabeled pins
+            // keep the spec's behaviour (design R2). After the pin check, so an unreadable pin
+            // answers NOT_FOUND and never reveals labels.
+            if let Some(labels) = cx.tx.labels(*pin)? {
+                coord::floor_at(cx, "body.pin", labels, Context::ThreadEntry)?;
+            }
             *pin
         }
         PostBody::Content(content) => {
@@ -255,8 +255,33 @@ pub(super) fn post(
             Pin { memory, version }
         }
     };
+    let (entry, responders, ended_own_response) = emit_post(cx, me, &t, pin, reply_to, ask.cloned(), task_ref)?;
+    let assignment = match assignment {
+        Some(na) => Some(assignments::create_assignment(cx, me, thread, entry, na)?),
+        None => None,
+    };
+    Ok(ActionResult::Posted { thread, entry, pin, responders, ended_own_response, assignment })
+}
+
+/// §6.3: records an entry whose preconditions the caller checked: determines its responders
+/// once, by the four rules in order, and emits `Posted`. Shared by `Post` and the coordination
+/// actions (`Send`, `Scatter`), which are sequences of posts (L2).
+pub(super) fn emit_post(
+    cx: &mut Cx<'_>,
+    me: AgentId,
+    t: &Thread,
+    pin: Pin,
+    reply_to: Option<EntrySeq>,
+    ask: Option<BTreeSet<AgentId>>,
+    task_ref: Option<TaskId>,
+) -> Res<(EntrySeq, BTreeSet<AgentId>, bool)> {
+    let thread = t.id;
+    let replied = match reply_to {
+        Some(seq) => cx.tx.entry(thread, seq)?,
+        None => None,
+    };
     // §6.3: the responders are determined once, in order.
-    let responders: BTreeSet<AgentId> = if let Some(ask) = ask {
+    let responders: BTreeSet<AgentId> = if let Some(ask) = &ask {
         // Rule 1: the asked members (an empty set means nobody).
         ask.clone()
     } else if let Some(p) = replied.as_ref().filter(|p| p.author != me) {
@@ -267,15 +292,7 @@ pub(super) fn post(
         }
     } else {
         // Rule 3: exactly two members who may speak: the other one. Rule 4: otherwise nobody.
-        let mut speakers: Vec<AgentId> = Vec::new();
-        for (key, r) in cx.tx.scan_all(&keys::memberships_of(thread))? {
-            let Record::Membership(m) = r else {
-                return Err(StateError::corrupt(&key, "expected a membership").into());
-            };
-            if m.may_speak() {
-                speakers.push(m.agent);
-            }
-        }
+        let speakers = speakers_of(cx, thread)?;
         if speakers.len() == 2 && speakers.contains(&me) {
             speakers.into_iter().filter(|a| *a != me).collect()
         } else {
@@ -288,22 +305,28 @@ pub(super) fn post(
         }
         None => false,
     };
-    let entry = EntrySeq(t.last_entry + 1);
-    cx.emit(Fact::Posted {
-        thread,
-        entry,
-        author: me,
-        pin,
-        reply_to,
-        ask: ask.cloned(),
-        responders: responders.clone(),
-        task_ref,
-    })?;
-    let assignment = match assignment {
-        Some(na) => Some(assignments::create_assignment(cx, me, thread, entry, na)?),
-        None => None,
-    };
-    Ok(ActionResult::Posted { thread, entry, pin, responders, ended_own_response, assignment })
+    // A command may post several entries (a scatter): number from the thread as it is now.
+    let last = cx.tx.thread(thread)?.map(|t| t.last_entry).unwrap_or(t.last_entry);
+    if last == u64::MAX {
+        return reject(Code::LimitExceeded, "the thread has no entry numbers left");
+    }
+    let entry = EntrySeq(last + 1);
+    cx.emit(Fact::Posted { thread, entry, author: me, pin, reply_to, ask, responders: responders.clone(), task_ref })?;
+    Ok((entry, responders, ended_own_response))
+}
+
+/// The current members of a thread who may speak, in id order.
+pub(super) fn speakers_of(cx: &Cx<'_>, thread: ThreadId) -> Res<BTreeSet<AgentId>> {
+    let mut speakers = BTreeSet::new();
+    for (key, r) in cx.tx.scan_all(&keys::memberships_of(thread))? {
+        let Record::Membership(m) = r else {
+            return Err(StateError::corrupt(&key, "expected a membership").into());
+        };
+        if m.may_speak() {
+            speakers.insert(m.agent);
+        }
+    }
+    Ok(speakers)
 }
 
 /// §6.3: a responder handles its pending response, with an optional one-line note.

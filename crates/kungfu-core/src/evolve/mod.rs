@@ -5,11 +5,13 @@
 //!
 //! [`evolve`] dispatches each fact to its one function in the file of its spec section, as `decide`
 //! is laid out: `agent` (§4), `memory` (§5), `threads` (§6.1–§6.3, §6.5), `assignments` (§6.4) and
-//! `tasks` (§7); deadlines passing (L4) go to the section of the obligation's object. This module
+//! `tasks` (§7), and `coord` for the coordination layer (labels, collectives; design §2, §4);
+//! deadlines passing (L4) go to the section of the obligation's object. This module
 //! keeps the record and index helpers every section shares.
 
 mod agent;
 mod assignments;
+mod coord;
 mod memory;
 mod tasks;
 mod threads;
@@ -97,6 +99,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
         EngagementJudged { engagement, verdict, .. } => tasks::engagement_judged(tx, *engagement, verdict, at)?,
         EngagementDropped { engagement, .. } => tasks::engagement_dropped(tx, *engagement, at)?,
         DeadlinePassed { obligation, due_at, result, .. } => deadline_passed(tx, *obligation, *due_at, *result, at)?,
+        VersionLabeled { memory, version, labels, widened_from } => {
+            coord::version_labeled(tx, *memory, *version, *labels, *widened_from)?
+        }
+        Scattered { thread, header, ranks } => {
+            let author = need(jf.actor, "scatter author")?;
+            coord::scattered(tx, *thread, *header, author, ranks, at)?
+        }
     }
     tx.put(keys::counters(), Record::Counters(counters));
     Ok(())

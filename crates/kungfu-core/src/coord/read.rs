@@ -1,0 +1,319 @@
+//! Reads of the coordination layer (design §3.5, §4.5, §4.7): the mailbox after a cursor, a
+//! collective's ranks (gather) and a barrier's arrivals. Like every read (§9) each is a pure
+//! function of one state, for current members only (anything else is NOT_FOUND, §12), and bounded.
+//! Receiving consumes nothing: "no receipt of reading exists" (§6.3), so the cursor is the
+//! client's.
+
+use crate::keys;
+use crate::limits::{CoordLimits, Limits};
+use crate::model::*;
+use crate::read::{ReadError, ReadResult, current_membership, pinned_content};
+use crate::state::{Record, StateError, StateExt, StateRead};
+use kungfu_types::{AgentId, Content, EntrySeq, Labels, Rejection, Taint, ThreadId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// The labels of an entry's pinned version, whether it is held (quarantined: content withheld,
+/// design §2.6), and its content when the reader may read it.
+/// Labels are shown only with readable content, so an unreadable pin never reveals its labels
+/// (design §2.4, §12).
+pub(crate) fn labeled_content(
+    state: &dyn StateRead,
+    entry: &Entry,
+) -> ReadResult<(Option<Labels>, bool, Option<Content>)> {
+    let Some(content) = pinned_content(state, entry.author, entry.pin)? else {
+        return Ok((None, false, None));
+    };
+    let labels = state.labels(entry.pin)?;
+    if labels.is_some_and(|l| l.taint == Taint::Quarantined) {
+        return Ok((labels, true, None));
+    }
+    Ok((labels, false, Some(content)))
+}
+
+// --- Design §3.5 Mailbox --------------------------------------------------------------------------
+
+/// Which entries a mailbox read returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MailFilter {
+    All,
+    /// Entries whose responders include the caller.
+    AskedMe,
+}
+
+/// One entry as its receiver sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailItem {
+    pub entry: Entry,
+    pub labels: Option<Labels>,
+    pub held: bool,
+    /// Inline while the page stays within its byte budget; otherwise read with `GetEntry`.
+    pub content: Option<Content>,
+    pub content_omitted: bool,
+    /// The caller's own response to this entry (pending, or how it ended); never another
+    /// responder's handle note (§6.3).
+    pub my_response: Option<Response>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxPage {
+    pub items: Vec<MailItem>,
+    /// Where the next read starts (the last entry examined). None when the read reached the end of
+    /// the thread: the client keeps its cursor and waits (`WatchThread`) for new entries.
+    pub next_after: Option<EntrySeq>,
+}
+
+/// Design §3.5: the entries after `after`, in order. `AskedMe` is a filtered scan that examines at
+/// most `mailbox_scan_factor × page_size` entries per call and still returns where it stopped, so
+/// every call is bounded and a traversal omits nothing.
+pub fn mailbox(
+    state: &dyn StateRead,
+    agent: AgentId,
+    thread: ThreadId,
+    after: Option<EntrySeq>,
+    filter: MailFilter,
+    page_size: usize,
+    limits: &Limits,
+) -> ReadResult<MailboxPage> {
+    let coord = CoordLimits::DEFAULT;
+    current_membership(state, thread, agent)?;
+    let page_size = limits.page_size(page_size);
+    let budget = match filter {
+        MailFilter::All => page_size,
+        MailFilter::AskedMe => page_size.saturating_mul(coord.mailbox_scan_factor),
+    };
+    let prefix = keys::entries_of(thread);
+    let after_key = after.map(|s| keys::entry(thread, s));
+    let rows = state.scan(&prefix, after_key.as_deref(), budget)?;
+    let exhausted = rows.len() < budget;
+    let mut items = Vec::new();
+    let mut bytes = 0usize;
+    let mut last_examined = None;
+    for (key, r) in rows {
+        let Record::Entry(entry) = r else {
+            return Err(StateError::corrupt(&key, "expected an entry").into());
+        };
+        last_examined = Some(entry.seq);
+        if filter == MailFilter::AskedMe && !entry.responders.contains(&agent) {
+            continue;
+        }
+        let (labels, held, content) = labeled_content(state, &entry)?;
+        // At least one item always carries its content; later ones only within the budget.
+        let size = content.as_ref().map_or(0, Content::len);
+        let (content, content_omitted) = match content {
+            Some(c) if items.is_empty() || bytes.saturating_add(size) <= coord.max_mailbox_page_bytes => {
+                bytes = bytes.saturating_add(size);
+                (Some(c), false)
+            }
+            Some(_) => (None, true),
+            None => (None, false),
+        };
+        let my_response = if entry.responders.contains(&agent) {
+            crate::read::read_response(state, agent, thread, entry.seq, agent).ok()
+        } else {
+            None
+        };
+        items.push(MailItem { entry, labels, held, content, content_omitted, my_response });
+        if items.len() >= page_size {
+            break;
+        }
+    }
+    let next_after = if exhausted && items.len() < page_size { None } else { last_examined };
+    // A page that stopped on a full page is resumed from its last item; one that ran out of budget
+    // from the last entry examined; one that reached the end returns no cursor.
+    let next_after = match (next_after, items.last()) {
+        (Some(_), Some(last)) if items.len() >= page_size => Some(last.entry.seq),
+        (n, _) => n,
+    };
+    Ok(MailboxPage { items, next_after })
+}
+
+// --- Design §4.5 Gather ---------------------------------------------------------------------------
+
+/// One rank of a collective as gathered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankView {
+    pub rank: u32,
+    pub member: AgentId,
+    pub entry: EntrySeq,
+    /// The assignment; its delivered output is removed when `output_omitted`.
+    pub assignment: Assignment,
+    pub output_omitted: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectiveView {
+    pub thread: ThreadId,
+    pub header: EntrySeq,
+    pub author: AgentId,
+    pub formed_at: Timestamp,
+    pub ranks: Vec<RankView>,
+    /// Every assignment is delivered or terminal: the gather will not change but by judgment.
+    pub complete: bool,
+    /// Every rank has a delivery (delivered, adopted, rejected or undecided after delivery).
+    pub all_delivered: bool,
+}
+
+/// The delivered output of an assignment, wherever its state keeps it.
+fn delivered_output(a: &Assignment) -> Option<&Content> {
+    match &a.state {
+        AssignmentState::Delivered { output, .. } => Some(output),
+        AssignmentState::Ended { delivered, .. } => delivered.as_ref(),
+        AssignmentState::Open | AssignmentState::Taken { .. } => None,
+    }
+}
+
+fn omit_output(a: &mut Assignment) {
+    match &mut a.state {
+        AssignmentState::Delivered { output, .. } => *output = Content::default(),
+        AssignmentState::Ended { delivered, .. } => {
+            if let Some(d) = delivered {
+                *d = Content::default();
+            }
+        }
+        AssignmentState::Open | AssignmentState::Taken { .. } => {}
+    }
+}
+
+/// Design §4.5: the ranks of the collective headed by `header`, in rank order. A rank that ended
+/// without delivery keeps `complete` true and `all_delivered` false: a fold must not skip it.
+pub fn collective(
+    state: &dyn StateRead,
+    agent: AgentId,
+    thread: ThreadId,
+    header: EntrySeq,
+    include_outputs: bool,
+) -> ReadResult<CollectiveView> {
+    current_membership(state, thread, agent)?;
+    let Some(c) = state.collective(thread, header)? else {
+        return Err(ReadError::Rejected(Rejection::not_found("collective")));
+    };
+    let budget = CoordLimits::DEFAULT.max_gather_output_bytes;
+    let mut bytes = 0usize;
+    let mut ranks = Vec::with_capacity(c.ranks.len());
+    let (mut complete, mut all_delivered) = (true, true);
+    for (rank, r) in c.ranks.iter().enumerate() {
+        let key = keys::assignment(r.assignment);
+        let mut a = state
+            .assignment(r.assignment)?
+            .ok_or_else(|| StateError::corrupt(&key, "a rank's assignment is missing"))?;
+        if a.state.is_undelivered() {
+            complete = false;
+        }
+        let output = delivered_output(&a).map(Content::len);
+        if output.is_none() {
+            all_delivered = false;
+        }
+        let output_omitted = match output {
+            Some(n) if !include_outputs || bytes.saturating_add(n) > budget => {
+                omit_output(&mut a);
+                true
+            }
+            Some(n) => {
+                bytes = bytes.saturating_add(n);
+                false
+            }
+            None => false,
+        };
+        ranks.push(RankView { rank: rank as u32, member: r.member, entry: r.entry, assignment: a, output_omitted });
+    }
+    // An undelivered rank that ended (voided, dropped, timed out) is terminal: complete.
+    let complete =
+        complete || ranks.iter().all(|r| r.assignment.state.is_terminal() || !r.assignment.state.is_undelivered());
+    Ok(CollectiveView { thread, header, author: c.author, formed_at: c.formed_at, ranks, complete, all_delivered })
+}
+
+// --- Design §4.7 Barrier --------------------------------------------------------------------------
+
+/// How one member stands at a barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BarrierArrival {
+    /// The member who posted the barrier.
+    Author,
+    Pending,
+    Replied(EntrySeq),
+    Handled,
+    Retracted,
+    MembershipEnded,
+    Demoted,
+    ThreadClosed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BarrierState {
+    Waiting,
+    /// Every asked member replied or handled.
+    Released,
+    /// At least one asked member's response ended another way: a departure is not an arrival.
+    Broken,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BarrierRank {
+    pub rank: u32,
+    pub member: AgentId,
+    pub arrival: BarrierArrival,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BarrierView {
+    pub thread: ThreadId,
+    pub entry: EntrySeq,
+    pub author: AgentId,
+    /// The author and the responders, in rank order.
+    pub ranks: Vec<BarrierRank>,
+    pub state: BarrierState,
+    /// Responders still owing a response.
+    pub pending: u32,
+    /// Responders whose response ended without an arrival.
+    pub absent: u32,
+}
+
+/// Design §4.7: any entry read as a barrier over its author and its responders (fixed at posting,
+/// never widened). Released only by real responses; broken by any departure.
+pub fn barrier(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: EntrySeq) -> ReadResult<BarrierView> {
+    current_membership(state, thread, agent)?;
+    let Some(entry) = state.entry(thread, seq)? else {
+        return Err(ReadError::Rejected(Rejection::not_found("entry")));
+    };
+    let mut members: Vec<AgentId> = entry.responders.iter().copied().collect();
+    members.push(entry.author);
+    members.sort();
+    members.dedup();
+    let (mut pending, mut absent) = (0u32, 0u32);
+    let mut ranks = Vec::with_capacity(members.len());
+    for (rank, member) in members.into_iter().enumerate() {
+        let arrival = if member == entry.author && !entry.responders.contains(&member) {
+            BarrierArrival::Author
+        } else {
+            let key = keys::response(thread, seq, member);
+            let r = state
+                .response(thread, seq, member)?
+                .ok_or_else(|| StateError::corrupt(&key, "a responder has no response"))?;
+            match r.state {
+                ResponseState::Pending => BarrierArrival::Pending,
+                ResponseState::Ended { how, .. } => match how {
+                    ResponseEnd::Replied { by_entry } => BarrierArrival::Replied(by_entry),
+                    ResponseEnd::Handled { .. } => BarrierArrival::Handled,
+                    ResponseEnd::Retracted => BarrierArrival::Retracted,
+                    ResponseEnd::MembershipEnded => BarrierArrival::MembershipEnded,
+                    ResponseEnd::Demoted => BarrierArrival::Demoted,
+                    ResponseEnd::ThreadClosed => BarrierArrival::ThreadClosed,
+                },
+            }
+        };
+        match arrival {
+            BarrierArrival::Pending => pending += 1,
+            BarrierArrival::Author | BarrierArrival::Replied(_) | BarrierArrival::Handled => {}
+            _ => absent += 1,
+        }
+        ranks.push(BarrierRank { rank: rank as u32, member, arrival });
+    }
+    let state = if absent > 0 {
+        BarrierState::Broken
+    } else if pending > 0 {
+        BarrierState::Waiting
+    } else {
+        BarrierState::Released
+    };
+    Ok(BarrierView { thread, entry: seq, author: entry.author, ranks, state, pending, absent })
+}
