@@ -26,6 +26,7 @@
 
 pub mod action;
 pub mod codec;
+pub mod coord;
 mod decide;
 pub mod effects;
 pub mod engine;
