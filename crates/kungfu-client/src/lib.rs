@@ -21,6 +21,8 @@
 //!   [`Client::register`], paging helpers and [`Registered`].
 //! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content).
 //! - [`error`]: [`Error`] and [`Written`].
+//! - [`reduce`]: the gather reductions ([`reduce::combine`]), pure folds of members' outputs.
+//! - [`topology`]: declared topologies over a group's members ([`topology::Topology`]), pure.
 //! - [`watch`]: watch streams of a thread's entries and of the agent's turn.
 //!
 //! The generated messages are re-exported as [`pb`]; requests are the `pb` types (their
@@ -30,6 +32,8 @@ pub mod build;
 pub mod calls;
 pub mod client;
 pub mod error;
+pub mod reduce;
+pub mod topology;
 pub mod watch;
 
 pub use build::{Post, content, new_assignment, text};
