@@ -14,6 +14,8 @@
 //!   expiry).
 //! - [`evolve`]: the fold of one fact into the state, the only code that changes records (L1), one
 //!   file per spec section like `decide`.
+//! - [`coord`]: the coordination layer's shared parts: the floor on labeled content, rank/split/spawn,
+//!   and the mailbox, collective and barrier reads (design §2–§4; its decisions are in `decide`).
 //! - [`visibility`]: who may read what (§5, §9), the one home of the rules `decide` and `read` share.
 //! - [`fact`], [`receipt`], [`model`]: facts, receipts and records.
 //! - [`read`]: the turn, opportunities, working sets and content on demand (§8, §9).
