@@ -3,6 +3,7 @@
 //! `kungfu_system_tests::conformance`; `docs/conformance.md` is the statement whose rows name
 //! these cases, and the trial `statement::every_row_names_an_existing_case` keeps the two in step.
 
+mod mechanisms_coord;
 mod s3_invariants;
 mod s4_agent;
 mod s5_memory;
@@ -22,5 +23,6 @@ fn main() {
         ("s7_tasks", s7_tasks::CASES),
         ("s8_turn", s8_turn::CASES),
         ("s9_visibility", s9_visibility::CASES),
+        ("mechanisms_coord", mechanisms_coord::CASES),
     ]);
 }
