@@ -14,6 +14,7 @@ use kungfu_api::pb;
 use pb::admin_service_client::AdminServiceClient;
 use pb::agent_service_client::AgentServiceClient;
 use pb::assignment_service_client::AssignmentServiceClient;
+use pb::coord_service_client::CoordServiceClient;
 use pb::memory_service_client::MemoryServiceClient;
 use pb::task_service_client::TaskServiceClient;
 use pb::thread_service_client::ThreadServiceClient;
@@ -263,6 +264,37 @@ impl Client {
     read!(
         /// One pinned input of an engagement, with its content.
         get_engagement_input, TaskServiceClient, get_engagement_input, pb::GetEngagementInputRequest, pb::MemoryView
+    );
+
+    // Coordination (docs/coordination.md).
+
+    write!(
+        /// Writes a labeled Memory, or a labeled new version of the caller's own Memory.
+        write_labeled, CoordServiceClient, write_labeled, pb::WriteLabeledRequest, pb::WriteLabeledResponse
+    );
+    write!(
+        /// Widens a version's scope: a new version with the same bytes and the wider scope.
+        widen_scope, CoordServiceClient, widen_scope, pb::WidenScopeRequest, pb::WidenScopeResponse
+    );
+    write!(
+        /// Sends a labeled message to a thread: to nobody (publish), to members, or to all speakers.
+        send, CoordServiceClient, send, pb::SendRequest, pb::SendResponse
+    );
+    write!(
+        /// Scatters work: one atomic action, a header entry and one assignment per rank.
+        scatter, CoordServiceClient, scatter, pb::ScatterRequest, pb::ScatterResponse
+    );
+    read!(
+        /// One page of a thread's entries after a cursor, with labels and content.
+        get_mailbox, CoordServiceClient, get_mailbox, pb::GetMailboxRequest, pb::Mailbox
+    );
+    read!(
+        /// A collective's ranks in rank order with their assignments (gather).
+        get_collective, CoordServiceClient, get_collective, pb::GetCollectiveRequest, pb::Collective
+    );
+    read!(
+        /// An entry read as a barrier over its author and responders.
+        get_barrier, CoordServiceClient, get_barrier, pb::GetBarrierRequest, pb::Barrier
     );
 
     // Turn.
