@@ -87,6 +87,9 @@ pub fn mailbox(
     let exhausted = rows.len() < budget;
     let mut items = Vec::new();
     let mut bytes = 0usize;
+    // Whether an item of this page carries its content yet: the first readable one always does,
+    // whatever its size, so every page makes progress (an unreadable or held item carries none).
+    let mut carried = false;
     let mut last_examined = None;
     for (key, r) in rows {
         let Record::Entry(entry) = r else {
@@ -100,8 +103,9 @@ pub fn mailbox(
         // At least one item always carries its content; later ones only within the budget.
         let size = content.as_ref().map_or(0, Content::len);
         let (content, content_omitted) = match content {
-            Some(c) if items.is_empty() || bytes.saturating_add(size) <= coord.max_mailbox_page_bytes => {
+            Some(c) if !carried || bytes.saturating_add(size) <= coord.max_mailbox_page_bytes => {
                 bytes = bytes.saturating_add(size);
+                carried = true;
                 (Some(c), false)
             }
             Some(_) => (None, true),
