@@ -381,7 +381,9 @@ fn send_to_all_speakers_excludes_the_author_and_observers() {
 fn send_to_all_speakers_is_bounded_by_the_group_limit() {
     let mut w = World::new();
     let g = w.register();
-    let limit = kungfu_core::CoordLimits::DEFAULT.max_collective_members;
+    // The group bound, and never more than its base post could ask (L2, design R3: `max_ask`).
+    let limit = kungfu_core::CoordLimits::DEFAULT.max_collective_members.min(kungfu_core::Limits::default().max_ask);
+    assert!(limit < kungfu_core::CoordLimits::DEFAULT.max_collective_members, "the default max_ask binds first");
     let members: Vec<(AgentId, Role)> = (0..limit).map(|_| (w.register(), Role::Speaker)).collect();
     w.check_rebuild = false;
     let t = w.thread_with(g, &members);
