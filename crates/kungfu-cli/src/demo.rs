@@ -113,7 +113,7 @@ fn describe(item: &pb::TurnItem) -> String {
     };
     let due = match item.due_at_unix_micros {
         Some(due) => {
-            let now = chrono::Utc::now().timestamp_micros();
+            let now = now_micros();
             let secs = (due - now) / 1_000_000;
             let span = |s: i64| if s >= 3600 { format!("{}h", s / 3600) } else { format!("{s}s") };
             if secs >= 0 { format!(", due in {}", span(secs)) } else { format!(", due {} ago", span(-secs)) }
@@ -153,6 +153,13 @@ async fn opportunities(client: &Client) -> Result<Vec<pb::Opportunity>, CliError
         cursor = page.next_cursor;
     }
     Ok(items)
+}
+
+/// Now, in microseconds since the Unix epoch (the system clock; chrono's clock feature is not
+/// enabled for this crate).
+fn now_micros() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
 }
 
 fn heading(n: u32, title: &str) {
