@@ -30,6 +30,7 @@ pub mod build;
 pub mod calls;
 pub mod client;
 pub mod error;
+pub mod reduce;
 pub mod watch;
 
 pub use build::{Post, content, new_assignment, text};
