@@ -1,6 +1,7 @@
-//! The typed methods: one per action and read of the six protocol services (agents, memories,
-//! threads, assignments, tasks, turn), plus [`Client::register`], helpers that page through a
-//! whole turn or timeline, and the operator calls of `AdminService`.
+//! The typed methods: one per action and read of the seven agent services (agents, memories,
+//! threads, assignments, tasks, coordination, turn), plus [`Client::register`], helpers that page
+//! through a whole turn or timeline, and the operator calls of `AdminService`. The coordination
+//! loops built on these calls (blocking receive, gather, barrier) are in [`coord`](crate::coord).
 //!
 //! A write takes its request (a `pb` message or a builder that converts into one) and an optional
 //! idempotency key. The key used is, in order: the `key` argument, the request's own
@@ -14,6 +15,7 @@ use kungfu_api::pb;
 use pb::admin_service_client::AdminServiceClient;
 use pb::agent_service_client::AgentServiceClient;
 use pb::assignment_service_client::AssignmentServiceClient;
+use pb::coord_service_client::CoordServiceClient;
 use pb::memory_service_client::MemoryServiceClient;
 use pb::task_service_client::TaskServiceClient;
 use pb::thread_service_client::ThreadServiceClient;
@@ -263,6 +265,37 @@ impl Client {
     read!(
         /// One pinned input of an engagement, with its content.
         get_engagement_input, TaskServiceClient, get_engagement_input, pb::GetEngagementInputRequest, pb::MemoryView
+    );
+
+    // Coordination (docs/coordination.md).
+
+    write!(
+        /// Writes a labeled Memory, or a labeled new version of the caller's own Memory.
+        write_labeled, CoordServiceClient, write_labeled, pb::WriteLabeledRequest, pb::WriteLabeledResponse
+    );
+    write!(
+        /// Widens a version's scope: a new version with the same bytes and the wider scope.
+        widen_scope, CoordServiceClient, widen_scope, pb::WidenScopeRequest, pb::WidenScopeResponse
+    );
+    write!(
+        /// Sends a labeled message to a thread: to nobody (publish), to members, or to all speakers.
+        send, CoordServiceClient, send, pb::SendRequest, pb::SendResponse
+    );
+    write!(
+        /// Scatters work: one atomic action, a header entry and one assignment per rank.
+        scatter, CoordServiceClient, scatter, pb::ScatterRequest, pb::ScatterResponse
+    );
+    read!(
+        /// One page of a thread's entries after a cursor, with labels and content.
+        get_mailbox, CoordServiceClient, get_mailbox, pb::GetMailboxRequest, pb::Mailbox
+    );
+    read!(
+        /// A collective's ranks in rank order with their assignments (gather).
+        get_collective, CoordServiceClient, get_collective, pb::GetCollectiveRequest, pb::Collective
+    );
+    read!(
+        /// An entry read as a barrier over its author and responders.
+        get_barrier, CoordServiceClient, get_barrier, pb::GetBarrierRequest, pb::Barrier
     );
 
     // Turn.
