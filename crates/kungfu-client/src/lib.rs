@@ -22,6 +22,10 @@
 //!   helpers and [`Registered`].
 //! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content, labels
 //!   and labeled bodies, the addressees of a send, [`Message`], [`Scatter`]).
+//! - [`coord`]: the coordination loops over those calls (COORDINATION §3.5, §4.5, §4.7): blocking
+//!   receive ([`Client::recv`], [`coord::Mailbox`]), gather in rank order and its fold
+//!   ([`Client::gather`], [`Client::gather_and_combine`]), barrier and its wait
+//!   ([`Client::barrier`], [`Client::wait_barrier`]), broadcast ([`Client::broadcast`]).
 //! - [`error`]: [`Error`] and [`Written`].
 //! - [`watch`]: watch streams of a thread's entries and of the agent's turn.
 //!
@@ -31,6 +35,7 @@
 pub mod build;
 pub mod calls;
 pub mod client;
+pub mod coord;
 pub mod error;
 pub mod reduce;
 pub mod watch;
