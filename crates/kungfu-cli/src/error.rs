@@ -6,6 +6,7 @@
 //! `next step: <step>`. With `--json` the same error is printed on stderr as one JSON object on the
 //! last line.
 
+use kungfu_client::coord::Error as CoordError;
 use kungfu_client::{Code, Error as SdkError, NextStep};
 
 /// The exit status of each class of error; the `--help` text documents the same table.
@@ -29,7 +30,8 @@ Exit status:
      NOT_ELIGIBLE, NOT_ENTITLED, GRANT_INVALID)
   5  state or precondition (INVALID_STATE, THREAD_CLOSED, SOLE_GOVERNOR, MEMORY_WITHDRAWN, NO_EFFECT,
      NO_PENDING_RESPONSE, TASK_PAUSED, DEADLINE_PASSED, ADOPTION_LIMIT_REACHED, TRUST_VIOLATION,
-     STALE_BASE, DUPLICATE_ID)
+     STALE_BASE, DUPLICATE_ID; and the command line's own verdicts GATHER_INCOMPLETE,
+     BARRIER_BROKEN, BARRIER_WAITING, COMBINE_REFUSED)
   6  limits and rates (LIMIT_EXCEEDED, RATE_LIMITED)
   7  unavailable or indeterminate (UNAVAILABLE, NOT_LEADER, no node answered); for a write, the
      idempotency key is printed: run the same command again with --idempotency-key <key>";
@@ -57,6 +59,19 @@ impl CliError {
     /// A local usage error: a missing or malformed argument, an unreadable input file.
     pub fn usage(message: impl Into<String>) -> CliError {
         CliError::local("USAGE", message, NextStep::Revise.as_str(), EXIT_USAGE)
+    }
+
+    /// A verdict of the command line itself about what the server answered (a gather that is not
+    /// fully delivered, a broken barrier): `code` is the command's own stable code, never a
+    /// server's.
+    pub fn verdict(code: &str, message: impl Into<String>, next: NextStep, exit: i32) -> CliError {
+        CliError::local(code, message, next.as_str(), exit)
+    }
+
+    /// The same error, naming the argument at fault (`--goal`, `--scope`).
+    pub fn with_field(mut self, field: impl Into<String>) -> CliError {
+        self.field = Some(field.into());
+        self
     }
 
     /// Any other local failure, such as a profile that cannot be written.
@@ -169,6 +184,41 @@ impl From<SdkError> for CliError {
             e @ (SdkError::InvalidEndpoint { .. } | SdkError::InvalidKey(_)) => CliError::usage(e.to_string()),
             e @ SdkError::SecretLost { .. } => CliError::other(e.to_string()),
             e @ SdkError::NoRandomness(_) => CliError::other(e.to_string()),
+        }
+    }
+}
+
+/// The coordination loops' verdicts (COORDINATION §4.5, §4.7) as the command line's own codes: a
+/// failed call keeps its server code.
+impl From<CoordError> for CliError {
+    fn from(e: CoordError) -> CliError {
+        match e {
+            CoordError::Call(e) => e.into(),
+            e @ CoordError::Undelivered { .. } => CliError::verdict(
+                "GATHER_INCOMPLETE",
+                format!("{e}; wait for the deliveries (or fold the ones in hand yourself)"),
+                NextStep::Wait,
+                EXIT_STATE,
+            ),
+            e @ CoordError::Broken { .. } => {
+                CliError::verdict("BARRIER_BROKEN", format!("{e}; it will never release"), NextStep::Stop, EXIT_STATE)
+            }
+            CoordError::Waiting { barrier, waited } => CliError::verdict(
+                "BARRIER_WAITING",
+                format!(
+                    "barrier {t}#{n} still waits for {p} of {s} after {w}s; nothing is lost: kungfu barrier status {t} {n}",
+                    t = barrier.thread,
+                    n = barrier.entry,
+                    p = barrier.pending,
+                    s = barrier.size,
+                    w = waited.as_secs(),
+                ),
+                NextStep::Wait,
+                EXIT_STATE,
+            ),
+            e @ (CoordError::Member(_) | CoordError::Combine(_)) => {
+                CliError::verdict("COMBINE_REFUSED", e.to_string(), NextStep::Revise, EXIT_STATE)
+            }
         }
     }
 }
