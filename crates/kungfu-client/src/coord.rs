@@ -412,6 +412,35 @@ impl Mailbox {
         self.queue.cursor()
     }
 
+    /// True once the thread's watch ended cleanly: the thread is closed and every entry was read,
+    /// so [`Mailbox::next`] has nothing more to wait for.
+    pub fn closed(&self) -> bool {
+        self.watcher.as_ref().is_some_and(|w| w.ended) && self.queue.items.is_empty()
+    }
+
+    /// Every kept item available now, in order, without waiting: reads pages until the mailbox is
+    /// caught up or `max_pages` pages were read (then the rest follows from [`Mailbox::cursor`]).
+    pub async fn drain(&mut self, max_pages: usize) -> Result<Vec<pb::MailItem>, Error> {
+        let mut out: Vec<pb::MailItem> = std::iter::from_fn(|| self.queue.pop()).collect();
+        for _ in 0..max_pages {
+            let request = pb::GetMailboxRequest {
+                thread: self.thread.clone(),
+                after: self.queue.fetched,
+                filter: self.filter as i32,
+                page_size: self.page_size,
+            };
+            let (items, step) = page_step(self.queue.fetched, self.client.get_mailbox(request).await?);
+            match step {
+                PageStep::Items { after } | PageStep::Skip { after } => {
+                    self.queue.push(Received { items, after });
+                    out.extend(std::iter::from_fn(|| self.queue.pop()));
+                }
+                PageStep::CaughtUp => break,
+            }
+        }
+        Ok(out)
+    }
+
     /// The next item, waiting up to `timeout` for one; None when the timeout passed (or the thread
     /// is closed and has nothing more). Nothing is lost on None: call again.
     pub async fn next(&mut self, timeout: Duration) -> Result<Option<pb::MailItem>, Error> {
