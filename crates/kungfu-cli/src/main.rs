@@ -6,6 +6,7 @@ mod bench;
 mod cli;
 mod commands;
 mod contract;
+mod coordination;
 mod demo;
 mod dev;
 mod error;
