@@ -48,6 +48,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         let settings = crate::demo::Settings::from_cli(&cli);
         return match cli.command {
             Command::Dev(cmd) => crate::dev::run(cmd).await,
+            Command::Demo { scenario: Some(crate::cli::DemoCmd::Coord) } => crate::demo_coord::run(settings).await,
             _ => crate::demo::run(settings).await,
         };
     }

@@ -8,6 +8,7 @@ mod commands;
 mod contract;
 mod coordination;
 mod demo;
+mod demo_coord;
 mod dev;
 mod error;
 mod output;
