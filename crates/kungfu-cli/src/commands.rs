@@ -379,6 +379,7 @@ async fn memory(ctx: &Ctx, cmd: MemoryCmd) -> Result<(), CliError> {
                 ("public", m.public.to_string()),
                 ("withdrawn", m.withdrawn_at_unix_micros.map(instant).unwrap_or_else(|| "no".into())),
                 ("written", instant(v.version_created_at_unix_micros)),
+                ("labels", crate::coordination::labels_text(v.labels.as_ref())),
             ]);
             println!("\n{}", plain(&content_text(&v.content)));
             Ok(())
@@ -502,6 +503,20 @@ async fn thread(ctx: &Ctx, cmd: ThreadCmd) -> Result<(), CliError> {
                 ("responders", e.responders.join(",")),
                 ("assignment", e.assignment.unwrap_or_else(|| "-".into())),
                 ("task", e.task_ref.unwrap_or_else(|| "-".into())),
+                (
+                    "labels",
+                    if v.held {
+                        "held: quarantined, content withheld".into()
+                    } else {
+                        crate::coordination::labels_text(v.labels.as_ref())
+                    },
+                ),
+                (
+                    "collective",
+                    v.collective_size
+                        .map(|n| format!("its header, {n} rank(s): kungfu gather {} {}", e.thread, e.seq))
+                        .unwrap_or_else(|| "-".into()),
+                ),
             ]);
             println!("\n{}", plain(&content_text(&v.content)));
             Ok(())
