@@ -195,7 +195,7 @@ pub async fn run(settings: Settings) -> Result<(), CliError> {
         other => unexpected(format!("the barrier: {other}")),
     })?;
     println!("  Barrier #{entry} is released: every asked member replied ({} of {} ranks pending).", b.pending, b.size);
-    println!("  The lead's wait woke on each reply (a thread event), not on a timer.");
+    println!("  The lead's wait read the barrier again on each reply, a new entry of the thread: no polling loop.");
 
     heading(7, "The labels floor refuses content that may not travel, and says what to do instead.");
     let note = "Private: I think the p99 budget is too generous.";
