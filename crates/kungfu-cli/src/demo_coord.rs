@@ -195,7 +195,8 @@ pub async fn run(settings: Settings) -> Result<(), CliError> {
         other => unexpected(format!("the barrier: {other}")),
     })?;
     println!("  Barrier #{entry} is released: every asked member replied ({} of {} ranks pending).", b.pending, b.size);
-    println!("  The lead's wait read the barrier again on each reply, a new entry of the thread: no polling loop.");
+    println!("  The lead's wait read the barrier again as each reply arrived (a new entry of the thread); a");
+    println!("  one-second recheck covers responses that end without an entry (handled, left).");
 
     heading(7, "The labels floor refuses content that may not travel, and says what to do instead.");
     let note = "Private: I think the p99 budget is too generous.";
