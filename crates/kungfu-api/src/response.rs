@@ -37,6 +37,27 @@ fn pin(p: &Pin) -> pb::MemoryPin {
     pb::MemoryPin { memory: p.memory.to_string(), version: p.version.0 }
 }
 
+// TEMP (h-client): label conversions for the receipts above; the server branch owns the real ones.
+fn temp_scope(s: kungfu_types::Scope) -> i32 {
+    use kungfu_types::Scope;
+    (match s {
+        Scope::Agent => pb::Scope::Agent,
+        Scope::Fleet => pb::Scope::Fleet,
+        Scope::Tenant => pb::Scope::Tenant,
+        Scope::Public => pb::Scope::Public,
+    }) as i32
+}
+
+fn temp_labels(l: kungfu_types::Labels) -> pb::Labels {
+    use kungfu_types::Taint;
+    let taint = match l.taint {
+        Taint::Trusted => pb::Taint::Trusted,
+        Taint::Tainted => pb::Taint::Tainted,
+        Taint::Quarantined => pb::Taint::Quarantined,
+    };
+    pb::Labels { taint: taint as i32, scope: temp_scope(l.scope) }
+}
+
 fn texts<T: Display>(ids: impl IntoIterator<Item = T>) -> Vec<String> {
     ids.into_iter().map(|id| id.to_string()).collect()
 }
@@ -251,6 +272,37 @@ impl From<&ActionResult> for pb::receipt::Result {
             ActionResult::Expired { ended } => {
                 R::Expired(pb::Expired { ended: ended.iter().map(pb::ObligationRef::from).collect() })
             }
+            // TEMP (h-client): the coordination receipts, only so the SDK and CLI compile in this
+            // branch; the server branch owns the real conversions.
+            ActionResult::Sent { thread, entry, pin: p, responders, readers } => R::Sent(pb::Sent {
+                thread: thread.to_string(),
+                entry: entry.0,
+                pin: Some(pin(p)),
+                responders: texts(responders),
+                readers: *readers,
+            }),
+            ActionResult::LabeledWritten { pin: p, labels } => {
+                R::LabeledWritten(pb::LabeledWritten { pin: Some(pin(p)), labels: Some(temp_labels(*labels)) })
+            }
+            ActionResult::ScopeWidened { from, to, scope } => R::ScopeWidened(pb::ScopeWidened {
+                from: Some(pin(from)),
+                to: Some(pin(to)),
+                scope: temp_scope(*scope),
+            }),
+            ActionResult::Scattered { thread, header, ranks } => R::Scattered(pb::Scattered {
+                thread: thread.to_string(),
+                header: header.0,
+                ranks: ranks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| pb::ScatteredRank {
+                        rank: u32::try_from(i).unwrap_or(u32::MAX),
+                        member: r.member.to_string(),
+                        entry: r.entry.0,
+                        assignment: r.assignment.to_string(),
+                    })
+                    .collect(),
+            }),
         }
     }
 }
