@@ -196,8 +196,8 @@ async fn trust_violations_carry_fak_reason_and_no_effect(cx: Ctx) {
     let t = cx.team(&lead, &[&w]).await;
     let before = last_entry(&lead, &t.id).await;
     let cases = [
-        ("quarantined", body("x", pb::Taint::Quarantined, pb::Scope::Public), "body.content"),
-        ("agent-scoped", body("x", pb::Taint::Tainted, pb::Scope::Agent), "body.content"),
+        ("quarantined", body("x", pb::Taint::Quarantined, pb::Scope::Public), "body.content.labels"),
+        ("agent-scoped", body("x", pb::Taint::Tainted, pb::Scope::Agent), "body.content.labels"),
     ];
     for (what, b, field) in cases {
         let rej = refused(send(&lead, send_req(&t.id, b, to_agents(&[&w]))).await, Code::TrustViolation);
@@ -223,7 +223,7 @@ async fn trust_violations_carry_fak_reason_and_no_effect(cx: Ctx) {
     goals
         .push(pb::RankGoal { member: lead.id.clone(), body: body("secret", pb::Taint::Quarantined, pb::Scope::Fleet) });
     let rej = refused(lead.c.scatter(scatter_req(&t.id, goals), None).await, Code::TrustViolation);
-    assert_eq!(rej.field.as_deref(), Some("goals[1].body.content"), "{rej:?}");
+    assert_eq!(rej.field.as_deref(), Some("goals[1].body.content.labels"), "{rej:?}");
     // Nothing happened: no entry, no obligation, no opportunity.
     assert_eq!(last_entry(&lead, &t.id).await, before, "a refusal left an entry");
     assert!(w.turn().await.is_empty() && lead.turn().await.is_empty());

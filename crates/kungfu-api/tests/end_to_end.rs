@@ -371,5 +371,5 @@ fn a_coordination_round_trip_over_the_wire() {
     let status = rejection_status(&refused);
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);
     let back = status_rejection(&status).expect("a rejection");
-    assert_eq!((back.code, back.field.as_deref()), (Code::TrustViolation, Some("body.content")));
+    assert_eq!((back.code, back.field.as_deref()), (Code::TrustViolation, Some("body.content.labels")));
 }

@@ -221,7 +221,7 @@ fn scatter_refuses_an_agent_scoped_goal() {
     let private = LabeledBody::Content { content: Content::from("mine"), labels: labels(Taint::Trusted, Scope::Agent) };
     let r = w.refused(g, scatter_action(t, vec![(a, fleet("ok")), (b, private.clone())]));
     assert_eq!((r.code, r.fak_reason()), (Code::TrustViolation, Some(FakReason::TrustViolation)), "{r}");
-    assert_eq!(r.field.as_deref(), Some("goals[1].body.content"));
+    assert_eq!(r.field.as_deref(), Some("goals[1].body.content.labels"));
     assert_eq!(r.next, NextStep::Revise);
     // An unlabeled pin counts as agent-scoped on the coordination path.
     let plain = match w.ok(g, Action::CreateMemory { content: Content::from("plain") }) {

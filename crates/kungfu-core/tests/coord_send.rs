@@ -132,7 +132,7 @@ fn a1_send_of_a_quarantined_body_is_a_trust_violation() {
     let Group { mut w, g, a, t, .. } = group();
     for scope in [Scope::Agent, Scope::Fleet, Scope::Public] {
         let r = w.refused(g, send(t, body("q", Taint::Quarantined, scope), Addressees::Agents(set(&[a]))));
-        assert_trust_violation(&r, "body.content");
+        assert_trust_violation(&r, "body.content.labels");
         assert!(r.message.contains("quarantined"), "{r}");
     }
     // A pinned quarantined version too.
@@ -145,7 +145,7 @@ fn a1_send_of_a_quarantined_body_is_a_trust_violation() {
 fn a1_send_of_an_agent_scoped_body_to_another_is_a_trust_violation() {
     let Group { mut w, g, a, t, .. } = group();
     let r = w.refused(g, send(t, body("private", Taint::Trusted, Scope::Agent), Addressees::Agents(set(&[a]))));
-    assert_trust_violation(&r, "body.content");
+    assert_trust_violation(&r, "body.content.labels");
     assert!(r.message.contains("WidenScope"), "the refusal names the way out: {r}");
 }
 
@@ -156,7 +156,7 @@ fn a1_send_of_an_agent_scoped_body_to_ones_own_channel_is_a_trust_violation() {
     let x = w.register();
     let t = w.thread_with(x, &[]);
     let r = w.refused(x, send(t, body("note to self", Taint::Trusted, Scope::Agent), Addressees::Nobody));
-    assert_trust_violation(&r, "body.content");
+    assert_trust_violation(&r, "body.content.labels");
     // The self-handoff is an agent-scoped labeled version, read back by its author.
     let pin = w.write_labeled(x, None, "note to self", labels(Taint::Trusted, Scope::Agent));
     let view = read::read_memory(&w.state, x, pin.memory, Some(pin.version)).expect("the author reads it");
@@ -270,14 +270,14 @@ fn mailbox_holds_a_quarantined_pin_injected_into_state() {
 fn a1_publish_of_an_agent_scoped_body_is_a_trust_violation() {
     let Group { mut w, g, t, .. } = group();
     let r = w.refused(g, send(t, body("private", Taint::Tainted, Scope::Agent), Addressees::Nobody));
-    assert_trust_violation(&r, "body.content");
+    assert_trust_violation(&r, "body.content.labels");
 }
 
 #[test]
 fn a1_broadcast_of_a_quarantined_body_is_a_trust_violation() {
     let Group { mut w, g, t, .. } = group();
     let r = w.refused(g, send(t, body("q", Taint::Quarantined, Scope::Public), Addressees::Nobody));
-    assert_trust_violation(&r, "body.content");
+    assert_trust_violation(&r, "body.content.labels");
     assert!(r.message.contains("quarantined"), "{r}");
 }
 

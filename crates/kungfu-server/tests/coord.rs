@@ -425,8 +425,8 @@ async fn a_trust_violation_names_fak_reason_and_changes_nothing() {
     let before = applied_seq(&nodes[0].b);
 
     let refusals = [
-        (labeled("secret", pb::Taint::Quarantined, pb::Scope::Fleet), "body.content"),
-        (labeled("mine", pb::Taint::Tainted, pb::Scope::Agent), "body.content"),
+        (labeled("secret", pb::Taint::Quarantined, pb::Scope::Fleet), "body.content.labels"),
+        (labeled("mine", pb::Taint::Tainted, pb::Scope::Agent), "body.content.labels"),
     ];
     for (body, field) in refusals {
         let status = gov.send_raw(&thread, body, agents(&[&member]), None).await.expect_err("refused");

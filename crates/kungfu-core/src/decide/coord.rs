@@ -144,8 +144,9 @@ fn resolve_body(cx: &Cx<'_>, me: AgentId, field: &str, body: &LabeledBody) -> Re
             Ok(Resolved::Pin(*pin))
         }
         LabeledBody::Content { content, labels } => {
-            cx.content(&format!("{field}.content"), content, cx.limits.max_content_bytes)?;
-            floor_at(cx, &format!("{field}.content"), *labels, Context::ThreadEntry)?;
+            // Wire paths: `LabeledContent { content, labels }` sits at `<field>.content`.
+            cx.content(&format!("{field}.content.content"), content, cx.limits.max_content_bytes)?;
+            floor_at(cx, &format!("{field}.content.labels"), *labels, Context::ThreadEntry)?;
             Ok(Resolved::Content(content.clone(), *labels))
         }
     }
