@@ -461,7 +461,7 @@ async fn gather_returns_deliveries_in_rank_order(cx: Ctx) {
     let s = outcome!(lead.c.scatter(scatter_req(&t.id, goals), None).await.expect("scatter").value.receipt, Scattered);
     let by_member = |m: &str| [&w1, &w2, &w3].into_iter().find(|a| a.id == m).expect("a worker").clone();
     // Deliver in reverse rank order; the gather still lists rank order.
-    for r in s.ranks.iter().rev().skip(1) {
+    for r in s.ranks.iter().skip(1).rev() {
         let w = by_member(&r.member);
         w.take(&r.assignment).await;
         w.deliver(&r.assignment, &format!("out of {}", w.id)).await;

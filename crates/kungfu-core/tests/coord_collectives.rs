@@ -236,7 +236,7 @@ fn scatter_refuses_an_agent_scoped_goal() {
         *header = private;
     }
     let r = w.refused(g, action);
-    assert_eq!((r.code, r.field.as_deref()), (Code::TrustViolation, Some("header.content")));
+    assert_eq!((r.code, r.field.as_deref()), (Code::TrustViolation, Some("header.content.labels")));
     let quarantined = w.write_labeled(g, None, "q", labels(Taint::Quarantined, Scope::Public));
     let mut action = scatter_action(t, goals(&[a]));
     if let Action::Scatter { header, .. } = &mut action {
