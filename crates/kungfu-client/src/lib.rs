@@ -28,6 +28,8 @@
 //!   ([`Client::barrier`], [`Client::wait_barrier`]), broadcast ([`Client::broadcast`]).
 //! - [`error`]: [`Error`] and [`Written`].
 //! - [`reduce`]: the gather reductions ([`reduce::combine`]), pure folds of members' outputs.
+//! - [`group`]: rank, split and spawn over a group's member ids (`kungfu_core::coord::group`,
+//!   re-exported: the same ascending-id order the server gives a scatter's ranks).
 //! - [`topology`]: declared topologies over a group's members ([`topology::Topology`]), pure.
 //! - [`watch`]: watch streams of a thread's entries and of the agent's turn.
 //!
@@ -51,6 +53,7 @@ pub use calls::Registered;
 pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
 pub use error::{Error, Written};
 pub use kungfu_api::pb;
+pub use kungfu_core::coord::group;
 pub use kungfu_api::status_rejection;
 pub use kungfu_types::{AgentId, Code, FakReason, Labels, NextStep, Rejection, Scope, Taint};
 /// The gRPC status a watch stream can fail with mid-stream.
