@@ -24,10 +24,12 @@ struct Cli {
 enum Command {
     /// One run: a workload under some nemeses.
     Test {
+        /// admission, deadlines, replay, facts, big-entries, seq, turn, scatter or messages.
         #[arg(long)]
         workload: String,
         /// Comma-separated nemeses (partition-node, partition-leader, partition-halves,
-        /// partition-one-way, kill, kill-leader, kill-all, pause, clock, disk-full, fsync); empty for none.
+        /// partition-one-way, kill, kill-leader, kill-all, pause, clock, disk-full, fsync, membership); empty
+        /// for none.
         #[arg(long, default_value = "")]
         nemesis: String,
         #[arg(long, default_value_t = 3)]
@@ -57,13 +59,15 @@ enum Command {
     /// Re-check a saved history offline.
     Check {
         history: PathBuf,
+        /// The checker: admission, deadlines, replay, facts, seq, turn, scatter or messages
+        /// (big-entries uses facts).
         #[arg(long)]
         workload: String,
         /// The clock skew the run injected (deadlines).
         #[arg(long, default_value_t = 0)]
         skew_secs: u64,
     },
-    /// Run a profile: `ci` (about ten minutes) or `nightly` (hours).
+    /// Run a profile: `ci` (about eleven minutes) or `nightly` (hours).
     Suite {
         #[arg(long, default_value = "ci")]
         profile: String,
