@@ -75,9 +75,8 @@ async fn sent(a: &Agent, r: pb::SendRequest) -> pb::Sent {
 }
 
 async fn write_labeled(a: &Agent, words: &str, taint: pb::Taint, scope: pb::Scope) -> pb::MemoryPin {
-    let w = a
-        .c
-        .write_labeled(
+    let w =
+        a.c.write_labeled(
             pb::WriteLabeledRequest { content: text(words), labels: labels(taint, scope), ..Default::default() },
             None,
         )
@@ -150,14 +149,25 @@ async fn coordination_actions_create_no_obligation_the_spec_does_not_define(cx: 
     let t = cx.team(&lead, &[&w1, &w2]).await;
     let pin = write_labeled(&lead, "notes", pb::Taint::Tainted, pb::Scope::Agent).await;
     lead.c
-        .widen_scope(pb::WidenScopeRequest { pin: Some(pin), scope: pb::Scope::Fleet as i32, ..Default::default() }, None)
+        .widen_scope(
+            pb::WidenScopeRequest { pin: Some(pin), scope: pb::Scope::Fleet as i32, ..Default::default() },
+            None,
+        )
         .await
         .expect("widen");
     sent(&lead, send_req(&t.id, fleet("news"), None)).await;
     for a in [&lead, &w1, &w2] {
         assert!(a.turn().await.is_empty(), "a labeled write, a widening or a publish created an obligation");
     }
-    let s = outcome!(lead.c.scatter(scatter_req(&t.id, vec![goal(&w1, "a"), goal(&w2, "b")]), None).await.expect("scatter").value.receipt, Scattered);
+    let s = outcome!(
+        lead.c
+            .scatter(scatter_req(&t.id, vec![goal(&w1, "a"), goal(&w2, "b")]), None)
+            .await
+            .expect("scatter")
+            .value
+            .receipt,
+        Scattered
+    );
     assert_eq!(s.ranks.len(), 2);
     for a in [&lead, &w1, &w2] {
         assert!(a.turn().await.is_empty(), "a scatter creates opportunities, not obligations: {:?}", a.turn().await);
@@ -203,11 +213,15 @@ async fn trust_violations_carry_fak_reason_and_no_effect(cx: Ctx) {
     let private = write_labeled(&lead, "mine", pb::Taint::Trusted, pb::Scope::Agent).await;
     let r = lead.c.post(Post::pin(&t.id, &private.memory, private.version), None).await;
     assert_eq!(fak(&refused(r, Code::TrustViolation)), Some("TRUST_VIOLATION"));
-    let r = lead.c.publish_memory(pb::PublishMemoryRequest { memory: private.memory.clone(), ..Default::default() }, None).await;
+    let r = lead
+        .c
+        .publish_memory(pb::PublishMemoryRequest { memory: private.memory.clone(), ..Default::default() }, None)
+        .await;
     refused(r, Code::TrustViolation);
     // A scatter with one bad goal is refused whole, naming the goal.
     let mut goals = vec![goal(&w, "fine")];
-    goals.push(pb::RankGoal { member: lead.id.clone(), body: body("secret", pb::Taint::Quarantined, pb::Scope::Fleet) });
+    goals
+        .push(pb::RankGoal { member: lead.id.clone(), body: body("secret", pb::Taint::Quarantined, pb::Scope::Fleet) });
     let rej = refused(lead.c.scatter(scatter_req(&t.id, goals), None).await, Code::TrustViolation);
     assert_eq!(rej.field.as_deref(), Some("goals[1].body.content"), "{rej:?}");
     // Nothing happened: no entry, no obligation, no opportunity.
@@ -242,9 +256,11 @@ async fn unlabeled_posts_keep_the_spec_behaviour(cx: Ctx) {
 async fn widening_is_explicit_and_leaves_earlier_pins_their_labels(cx: Ctx) {
     let a = cx.agent().await;
     let pin = write_labeled(&a, "draft", pb::Taint::Tainted, pb::Scope::Agent).await;
-    let w = a
-        .c
-        .widen_scope(pb::WidenScopeRequest { pin: Some(pin.clone()), scope: pb::Scope::Tenant as i32, ..Default::default() }, None)
+    let w =
+        a.c.widen_scope(
+            pb::WidenScopeRequest { pin: Some(pin.clone()), scope: pb::Scope::Tenant as i32, ..Default::default() },
+            None,
+        )
         .await
         .expect("widen");
     let widened = outcome!(w.value.receipt, ScopeWidened);
@@ -395,7 +411,8 @@ async fn a_stale_correction_is_refused_as_stale_base(cx: Ctx) {
 /// A scatter is one action: refused whole when one rank is invalid (nothing on any node), and
 /// when accepted every node holds all its ranks — never part of them.
 async fn scatter_is_atomic_on_every_node(cx: Ctx) {
-    let (lead, w1, w2, w3, outsider) = (cx.agent().await, cx.agent().await, cx.agent().await, cx.agent().await, cx.agent().await);
+    let (lead, w1, w2, w3, outsider) =
+        (cx.agent().await, cx.agent().await, cx.agent().await, cx.agent().await, cx.agent().await);
     let t = cx.team(&lead, &[&w1, &w2, &w3]).await;
     let before = last_entry(&lead, &t.id).await;
     let bad = vec![goal(&w1, "a"), goal(&w2, "b"), goal(&outsider, "c")];
@@ -415,7 +432,10 @@ async fn scatter_is_atomic_on_every_node(cx: Ctx) {
             let node = node.clone();
             let thread = t.id.clone();
             async move {
-                match node.get_collective(pb::GetCollectiveRequest { thread, header: s.header, include_outputs: false }).await {
+                match node
+                    .get_collective(pb::GetCollectiveRequest { thread, header: s.header, include_outputs: false })
+                    .await
+                {
                     Ok(v) => Some(v),
                     Err(_) => None,
                 }
@@ -458,7 +478,9 @@ async fn gather_returns_deliveries_in_rank_order(cx: Ctx) {
         .ranks
         .iter()
         .map(|r| match r.assignment.as_ref().and_then(|a| a.state.clone()) {
-            Some(pb::assignment::State::Delivered(d)) => d.output.map(|c| String::from_utf8_lossy(&c.body).into_owned()),
+            Some(pb::assignment::State::Delivered(d)) => {
+                d.output.map(|c| String::from_utf8_lossy(&c.body).into_owned())
+            }
             _ => None,
         })
         .collect();
@@ -481,7 +503,14 @@ async fn gather_returns_deliveries_in_rank_order(cx: Ctx) {
 async fn barrier_is_released_only_by_real_responses(cx: Ctx) {
     let (lead, w1, w2, obs) = (cx.agent().await, cx.agent().await, cx.agent().await, cx.agent().await);
     let t = cx.team(&lead, &[&w1, &w2]).await;
-    let observer = lead.c.issue_grant(pb::IssueGrantRequest { thread: t.id.clone(), role: pb::Role::Observer as i32, ..Default::default() }, None).await.expect("grant");
+    let observer = lead
+        .c
+        .issue_grant(
+            pb::IssueGrantRequest { thread: t.id.clone(), role: pb::Role::Observer as i32, ..Default::default() },
+            None,
+        )
+        .await
+        .expect("grant");
     obs.join(&observer.value.grant_secret).await;
     let b = sent(&lead, send_req(&t.id, fleet("ready?"), to_all())).await;
     assert!(!b.responders.contains(&obs.id), "an observer is not asked");
@@ -490,8 +519,7 @@ async fn barrier_is_released_only_by_real_responses(cx: Ctx) {
     assert_eq!((v.size, v.pending), (3, 2));
     reply(&w1, &t.id, b.entry).await;
     assert_eq!(barrier(&w2, &t.id, b.entry).await.state, pb::BarrierState::Waiting as i32);
-    w2.c
-        .handle(pb::HandleRequest { thread: t.id.clone(), entry: b.entry, note: None, ..Default::default() }, None)
+    w2.c.handle(pb::HandleRequest { thread: t.id.clone(), entry: b.entry, note: None, ..Default::default() }, None)
         .await
         .expect("handle");
     let v = barrier(&obs, &t.id, b.entry).await;

@@ -8,18 +8,20 @@
 //! wraps in a `kungfu_core::Command` with the authenticated principal and its own timestamp. Writes
 //! that mint a secret (registration, grants) take the server-generated [`SecretMaterial`], because
 //! the core has no randomness and the secret itself must never enter the log (§12). Reads give the
-//! arguments of the matching function of `kungfu_core::read`.
+//! arguments of the matching function of `kungfu_core::read` (or `kungfu_core::coord::read`).
 
 use crate::field_error::FieldError;
 use crate::pb;
+use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
+use kungfu_core::coord::read::MailFilter;
 use kungfu_core::model::{Audience, Eligibility, Judge, MissingJudgment, Pin};
 use kungfu_core::read::Cursor;
 use kungfu_core::secret::{fingerprint, hash_secret};
 use kungfu_core::{Action, ContractDraft, NewAssignment, NewGrant, PostBody};
 use kungfu_types::ids::ParseIdError;
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, MemoryId, Micros, ObjectRef,
-    Role, SecretHash, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, Labels, MemoryId, Micros,
+    ObjectRef, Role, Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 use std::fmt::Display;
@@ -492,6 +494,132 @@ pub fn reject_engagement_action(req: &pb::RejectEngagementRequest) -> Result<Key
     })
 }
 
+// --- Coordination (COORDINATION §2.5, §3.3, §4.3) ---------------------------------------------------
+
+/// A required taint. `TAINT_UNSPECIFIED` is refused: labels are the author's explicit statement, and
+/// a default here would label content the author never looked at.
+fn taint(field: &str, value: i32) -> Result<Taint, FieldError> {
+    match pb::Taint::try_from(value) {
+        Ok(pb::Taint::Unspecified) => Err(FieldError::new(field, "is required: trusted, tainted or quarantined")),
+        Ok(pb::Taint::Trusted) => Ok(Taint::Trusted),
+        Ok(pb::Taint::Tainted) => Ok(Taint::Tainted),
+        Ok(pb::Taint::Quarantined) => Ok(Taint::Quarantined),
+        Err(_) => Err(FieldError::new(field, format!("{value} is not a known taint"))),
+    }
+}
+
+/// A required scope; `SCOPE_UNSPECIFIED` is refused, as for [`taint`].
+fn scope(field: &str, value: i32) -> Result<Scope, FieldError> {
+    match pb::Scope::try_from(value) {
+        Ok(pb::Scope::Unspecified) => Err(FieldError::new(field, "is required: agent, fleet, tenant or public")),
+        Ok(pb::Scope::Agent) => Ok(Scope::Agent),
+        Ok(pb::Scope::Fleet) => Ok(Scope::Fleet),
+        Ok(pb::Scope::Tenant) => Ok(Scope::Tenant),
+        Ok(pb::Scope::Public) => Ok(Scope::Public),
+        Err(_) => Err(FieldError::new(field, format!("{value} is not a known scope"))),
+    }
+}
+
+/// Required labels (COORDINATION §7.1): present, with both fields specified.
+fn labels(field: &str, l: &Option<pb::Labels>) -> Result<Labels, FieldError> {
+    let l = l.as_ref().ok_or_else(|| FieldError::missing(field))?;
+    Ok(Labels { taint: taint(&format!("{field}.taint"), l.taint)?, scope: scope(&format!("{field}.scope"), l.scope)? })
+}
+
+/// What a coordination entry pins: an existing version, or new content with its labels.
+fn labeled_body(field: &str, b: &Option<pb::LabeledBody>) -> Result<LabeledBody, FieldError> {
+    match b.as_ref().and_then(|b| b.kind.as_ref()) {
+        None => Err(FieldError::new(field, "is required: a pin or new labeled content")),
+        Some(pb::labeled_body::Kind::Pin(p)) => Ok(LabeledBody::Pin(pin(&format!("{field}.pin"), p)?)),
+        Some(pb::labeled_body::Kind::Content(c)) => {
+            let path = format!("{field}.content");
+            Ok(LabeledBody::Content {
+                content: content(&format!("{path}.content"), &c.content)?,
+                labels: labels(&format!("{path}.labels"), &c.labels)?,
+            })
+        }
+    }
+}
+
+/// COORDINATION §3.3: whom a `Send` asks. Absent asks nobody; a `SendTo` that names none of the
+/// three (a client that forgot to choose, or one that chose an option this server does not know) is
+/// refused rather than read as nobody. An empty `agents` list passes through: the core refuses it
+/// (`to.agents`), so every door gives the same answer.
+fn addressees(to: &Option<pb::SendTo>) -> Result<Addressees, FieldError> {
+    let Some(to) = to else {
+        return Ok(Addressees::Nobody);
+    };
+    match &to.kind {
+        None => Err(FieldError::new("to", "names none of nobody, agents or all_speakers; leave it out to ask nobody")),
+        Some(pb::send_to::Kind::Nobody(_)) => Ok(Addressees::Nobody),
+        Some(pb::send_to::Kind::Agents(a)) => Ok(Addressees::Agents(agent_set("to.agents.agents", &a.agents)?)),
+        Some(pb::send_to::Kind::AllSpeakers(_)) => Ok(Addressees::AllSpeakers),
+    }
+}
+
+pub fn write_labeled_action(req: &pb::WriteLabeledRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        Ok(Action::WriteLabeled {
+            memory: opt_id("memory", &req.memory)?,
+            content: content("content", &req.content)?,
+            labels: labels("labels", &req.labels)?,
+        })
+    })
+}
+
+/// Whether the scope is wider than the pinned version's is the core's decision (it knows the
+/// version's labels); here the scope need only be a scope.
+pub fn widen_scope_action(req: &pb::WidenScopeRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        let p = req.pin.as_ref().ok_or_else(|| FieldError::missing("pin"))?;
+        Ok(Action::WidenScope { pin: pin("pin", p)?, scope: scope("scope", req.scope)? })
+    })
+}
+
+/// `reply_to_latest` without `reply_to` is the core's refusal (field `reply_to_latest`), like every
+/// other rule about how fields combine.
+pub fn send_action(req: &pb::SendRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        Ok(Action::Send {
+            thread: id("thread", &req.thread)?,
+            body: labeled_body("body", &req.body)?,
+            to: addressees(&req.to)?,
+            reply_to: req.reply_to.map(|seq| entry_seq("reply_to", seq)).transpose()?,
+            reply_to_latest: req.reply_to_latest,
+        })
+    })
+}
+
+/// Goals keep the order they were sent in, so the core's refusals (`goals[i].member`, a repeated
+/// member, the floor on `goals[i].body`) name positions the client wrote; the core ranks them.
+/// Windows pass through for the core to bound, as in [`post_action`].
+pub fn scatter_action(req: &pb::ScatterRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        let thread = id("thread", &req.thread)?;
+        let header = labeled_body("header", &req.header)?;
+        let goals = req
+            .goals
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                Ok(RankGoal {
+                    member: id(&format!("goals[{i}].member"), &g.member)?,
+                    body: labeled_body(&format!("goals[{i}].body"), &g.body)?,
+                })
+            })
+            .collect::<Result<Vec<RankGoal>, FieldError>>()?;
+        Ok(Action::Scatter {
+            thread,
+            header,
+            goals,
+            criteria: content("criteria", &req.criteria)?,
+            output_structure: opt_content(&req.output_structure),
+            delivery_window: req.delivery_window_micros.map(Micros),
+            judgment_window: req.judgment_window_micros.map(Micros),
+        })
+    })
+}
+
 // --- Reads -----------------------------------------------------------------------------------------
 
 /// The arguments of `read::read_memory`.
@@ -615,4 +743,51 @@ pub fn opportunities_query(req: &pb::GetOpportunitiesRequest) -> Result<PageQuer
 /// The object argument of `read::working_set`.
 pub fn working_set_query(req: &pb::GetWorkingSetRequest) -> Result<ObjectRef, FieldError> {
     object_ref("object", &req.object)
+}
+
+/// The arguments of `coord::read::mailbox` (COORDINATION §3.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MailboxQuery {
+    pub thread: ThreadId,
+    /// None: from the first entry (the wire's 0).
+    pub after: Option<EntrySeq>,
+    pub filter: MailFilter,
+    /// 0: the configured default (`Limits::page_size` caps and defaults it).
+    pub page_size: usize,
+}
+
+pub fn mailbox_query(req: &pb::GetMailboxRequest) -> Result<MailboxQuery, FieldError> {
+    let thread = id("thread", &req.thread)?;
+    let filter = match pb::MailboxFilter::try_from(req.filter) {
+        Ok(pb::MailboxFilter::Unspecified | pb::MailboxFilter::All) => MailFilter::All,
+        Ok(pb::MailboxFilter::AskedMe) => MailFilter::AskedMe,
+        Err(_) => return Err(FieldError::new("filter", format!("{} is not a known filter", req.filter))),
+    };
+    Ok(MailboxQuery {
+        thread,
+        after: (req.after > 0).then_some(EntrySeq(req.after)),
+        filter,
+        page_size: page_size(req.page_size),
+    })
+}
+
+/// The arguments of `coord::read::collective` (COORDINATION §4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectiveQuery {
+    pub thread: ThreadId,
+    pub header: EntrySeq,
+    pub include_outputs: bool,
+}
+
+pub fn collective_query(req: &pb::GetCollectiveRequest) -> Result<CollectiveQuery, FieldError> {
+    Ok(CollectiveQuery {
+        thread: id("thread", &req.thread)?,
+        header: entry_seq("header", req.header)?,
+        include_outputs: req.include_outputs,
+    })
+}
+
+/// The arguments of `coord::read::barrier` (COORDINATION §4.7): one entry of one thread.
+pub fn barrier_query(req: &pb::GetBarrierRequest) -> Result<EntryQuery, FieldError> {
+    Ok(EntryQuery { thread: id("thread", &req.thread)?, entry: entry_seq("entry", req.entry)? })
 }

@@ -1,13 +1,16 @@
-//! Domain to wire: receipts, write responses and every read result of `kungfu_core::read`, as the
-//! messages of `kungfu.v1`. Conversions here only change representation (ids to their text form,
-//! times to `int64` microseconds, content to `Content` messages); they never decide what a reader
-//! may see, which the core's reads already did (§9).
+//! Domain to wire: receipts, write responses and every read result of `kungfu_core::read` and
+//! `kungfu_core::coord::read`, as the messages of `kungfu.v1`. Conversions here only change
+//! representation (ids to their text form, times to `int64` microseconds, content to `Content`
+//! messages); they never decide what a reader may see, which the core's reads already did (§9).
 //!
 //! Write responses carry the receipt and `replayed`. The three writes that mint a secret have their
 //! own constructors ([`register_response`], [`create_thread_response`], [`issue_grant_response`])
 //! so that the rule "a secret appears only in the first successful result" (L3) lives in one place.
 
 use crate::pb;
+use kungfu_core::coord::read::{
+    BarrierArrival, BarrierRank, BarrierState, BarrierView, CollectiveView, MailItem, MailboxPage, RankView,
+};
 use kungfu_core::model::{
     Assignment, AssignmentOutcome, AssignmentState, Audience, Contract, ContractVersion, Eligibility, Engagement,
     EngagementOutcome, EngagementState, Entry, Judge, Memory, MemoryState, MissingJudgment, ObligationId,
@@ -18,7 +21,7 @@ use kungfu_core::read::{
     TurnItem, TurnPage, WorkingSet,
 };
 use kungfu_core::{ActionResult, GrantReceipt, Receipt};
-use kungfu_types::{AgentId, Content, NextStep, Role, Timestamp};
+use kungfu_types::{AgentId, Content, Labels, NextStep, Role, Scope, Taint, Timestamp};
 use std::fmt::Display;
 
 // --- Representation helpers ------------------------------------------------------------------------
@@ -95,6 +98,35 @@ impl From<&ObligationId> for pb::ObligationRef {
             ObligationId::EngagementJudgment(e) => Kind::EngagementJudgment(e.to_string()),
         };
         pb::ObligationRef { kind: Some(kind) }
+    }
+}
+
+impl From<Taint> for pb::Taint {
+    fn from(t: Taint) -> pb::Taint {
+        match t {
+            Taint::Trusted => pb::Taint::Trusted,
+            Taint::Tainted => pb::Taint::Tainted,
+            Taint::Quarantined => pb::Taint::Quarantined,
+        }
+    }
+}
+
+impl From<Scope> for pb::Scope {
+    fn from(s: Scope) -> pb::Scope {
+        match s {
+            Scope::Agent => pb::Scope::Agent,
+            Scope::Fleet => pb::Scope::Fleet,
+            Scope::Tenant => pb::Scope::Tenant,
+            Scope::Public => pb::Scope::Public,
+        }
+    }
+}
+
+/// COORDINATION §7.1: labels on the wire always have both fields specified; an unlabeled version
+/// has no `Labels` at all.
+impl From<Labels> for pb::Labels {
+    fn from(l: Labels) -> pb::Labels {
+        pb::Labels { taint: pb::Taint::from(l.taint) as i32, scope: pb::Scope::from(l.scope) as i32 }
     }
 }
 
@@ -251,6 +283,36 @@ impl From<&ActionResult> for pb::receipt::Result {
             ActionResult::Expired { ended } => {
                 R::Expired(pb::Expired { ended: ended.iter().map(pb::ObligationRef::from).collect() })
             }
+            ActionResult::Sent { thread, entry, pin: p, responders, readers } => R::Sent(pb::Sent {
+                thread: thread.to_string(),
+                entry: entry.0,
+                pin: Some(pin(p)),
+                responders: texts(responders),
+                readers: *readers,
+            }),
+            ActionResult::LabeledWritten { pin: p, labels } => {
+                R::LabeledWritten(pb::LabeledWritten { pin: Some(pin(p)), labels: Some(pb::Labels::from(*labels)) })
+            }
+            ActionResult::ScopeWidened { from, to, scope } => R::ScopeWidened(pb::ScopeWidened {
+                from: Some(pin(from)),
+                to: Some(pin(to)),
+                scope: pb::Scope::from(*scope) as i32,
+            }),
+            // The core keeps the ranks in rank order, so a rank is its position.
+            ActionResult::Scattered { thread, header, ranks } => R::Scattered(pb::Scattered {
+                thread: thread.to_string(),
+                header: header.0,
+                ranks: ranks
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, r)| pb::ScatteredRank {
+                        rank: u32::try_from(rank).unwrap_or(u32::MAX),
+                        member: r.member.to_string(),
+                        entry: r.entry.0,
+                        assignment: r.assignment.to_string(),
+                    })
+                    .collect(),
+            }),
         }
     }
 }
@@ -308,6 +370,10 @@ write_responses!(
     DropEngagementResponse,
     AdoptEngagementResponse,
     RejectEngagementResponse,
+    WriteLabeledResponse,
+    WidenScopeResponse,
+    SendResponse,
+    ScatterResponse,
 );
 
 /// L3, §12: the new agent's key goes out with the first success only. A replay returns the stored
@@ -364,7 +430,7 @@ impl From<&MemoryView> for pb::MemoryView {
             version: v.version.0,
             version_created_at_unix_micros: micros(v.created_at),
             content: Some(content(&v.content)),
-            labels: None,
+            labels: v.labels.map(pb::Labels::from),
         }
     }
 }
@@ -393,9 +459,9 @@ impl From<&EntryView> for pb::EntryView {
         pb::EntryView {
             entry: Some(pb::Entry::from(&v.entry)),
             content: v.content.as_ref().map(content),
-            labels: None,
-            held: false,
-            collective_size: None,
+            labels: v.labels.map(pb::Labels::from),
+            held: v.held,
+            collective_size: v.collective_size,
         }
     }
 }
@@ -484,6 +550,110 @@ impl From<&Assignment> for pb::Assignment {
             judgment_window_micros: a.spec.judgment_window.0,
             judge_forfeited: a.judge_forfeited,
             state: Some(state),
+        }
+    }
+}
+
+// --- Coordination reads (COORDINATION §3.5, §4.5, §4.7) --------------------------------------------
+
+impl From<&MailItem> for pb::MailItem {
+    fn from(m: &MailItem) -> pb::MailItem {
+        pb::MailItem {
+            entry: Some(pb::Entry::from(&m.entry)),
+            labels: m.labels.map(pb::Labels::from),
+            held: m.held,
+            content: m.content.as_ref().map(content),
+            content_omitted: m.content_omitted,
+            my_response: m.my_response.as_ref().map(pb::OwedResponse::from),
+        }
+    }
+}
+
+impl From<&MailboxPage> for pb::Mailbox {
+    fn from(p: &MailboxPage) -> pb::Mailbox {
+        pb::Mailbox { items: p.items.iter().map(pb::MailItem::from).collect(), next_after: p.next_after.map(|s| s.0) }
+    }
+}
+
+/// An omitted output is not sent at all (`CollectiveRank.assignment` says so): the core blanked
+/// it, and an empty `Content` on the wire would read as "delivered empty bytes".
+fn without_output(a: &mut pb::Assignment) {
+    use pb::assignment::State;
+    match &mut a.state {
+        Some(State::Delivered(d)) => d.output = None,
+        Some(State::Ended(e)) => e.delivered = None,
+        Some(State::Open(())) | Some(State::Taken(_)) | None => {}
+    }
+}
+
+impl From<&RankView> for pb::CollectiveRank {
+    fn from(r: &RankView) -> pb::CollectiveRank {
+        let mut assignment = pb::Assignment::from(&r.assignment);
+        if r.output_omitted {
+            without_output(&mut assignment);
+        }
+        pb::CollectiveRank {
+            rank: r.rank,
+            member: r.member.to_string(),
+            entry: r.entry.0,
+            assignment: Some(assignment),
+            output_omitted: r.output_omitted,
+        }
+    }
+}
+
+impl From<&CollectiveView> for pb::Collective {
+    fn from(c: &CollectiveView) -> pb::Collective {
+        pb::Collective {
+            thread: c.thread.to_string(),
+            header: c.header.0,
+            author: c.author.to_string(),
+            size: u32::try_from(c.ranks.len()).unwrap_or(u32::MAX),
+            ranks: c.ranks.iter().map(pb::CollectiveRank::from).collect(),
+            complete: c.complete,
+            all_delivered: c.all_delivered,
+            formed_at_unix_micros: micros(c.formed_at),
+        }
+    }
+}
+
+impl From<BarrierState> for pb::BarrierState {
+    fn from(s: BarrierState) -> pb::BarrierState {
+        match s {
+            BarrierState::Waiting => pb::BarrierState::Waiting,
+            BarrierState::Released => pb::BarrierState::Released,
+            BarrierState::Broken => pb::BarrierState::Broken,
+        }
+    }
+}
+
+impl From<&BarrierRank> for pb::BarrierRank {
+    fn from(r: &BarrierRank) -> pb::BarrierRank {
+        let (arrival, replied_by_entry) = match r.arrival {
+            BarrierArrival::Author => (pb::BarrierArrival::Author, None),
+            BarrierArrival::Pending => (pb::BarrierArrival::Pending, None),
+            BarrierArrival::Replied(by) => (pb::BarrierArrival::Replied, Some(by.0)),
+            BarrierArrival::Handled => (pb::BarrierArrival::Handled, None),
+            BarrierArrival::Retracted => (pb::BarrierArrival::Retracted, None),
+            BarrierArrival::MembershipEnded => (pb::BarrierArrival::MembershipEnded, None),
+            BarrierArrival::Demoted => (pb::BarrierArrival::Demoted, None),
+            BarrierArrival::ThreadClosed => (pb::BarrierArrival::ThreadClosed, None),
+        };
+        pb::BarrierRank { rank: r.rank, member: r.member.to_string(), arrival: arrival as i32, replied_by_entry }
+    }
+}
+
+impl From<&BarrierView> for pb::Barrier {
+    fn from(b: &BarrierView) -> pb::Barrier {
+        pb::Barrier {
+            thread: b.thread.to_string(),
+            entry: b.entry.0,
+            author: b.author.to_string(),
+            size: u32::try_from(b.ranks.len()).unwrap_or(u32::MAX),
+            ranks: b.ranks.iter().map(pb::BarrierRank::from).collect(),
+            state: pb::BarrierState::from(b.state) as i32,
+            pending: b.pending,
+            absent: b.absent,
         }
     }
 }

@@ -93,6 +93,8 @@ pub fn wire_field_path(field: &str) -> String {
         ("contract.judgment_window", "contract.judgment_window_micros"),
         ("ask", "ask.agents"),
         ("audience", "audience.restricted.agents"),
+        // COORDINATION §3.3: `SendTo.agents` is an `Agents` message whose list is `agents`.
+        ("to.agents", "to.agents.agents"),
     ];
     for (core, wire) in RENAMED {
         if let Some(rest) = field.strip_prefix(core) {

@@ -268,3 +268,108 @@ fn a_task_round_trip_over_the_wire() {
     let refused = rejection(&exec(&mut w, Principal::Agent(author), request::reject_engagement_action(&reject)));
     assert_eq!(status_rejection(&rejection_status(&refused)).and_then(|r| r.field), Some("reason".to_string()));
 }
+
+fn send_request(
+    key: &str,
+    thread: &str,
+    body: Option<pb::LabeledBody>,
+    to: Option<pb::send_to::Kind>,
+) -> pb::SendRequest {
+    pb::SendRequest {
+        idempotency_key: key.into(),
+        thread: thread.into(),
+        body,
+        to: to.map(|kind| pb::SendTo { kind: Some(kind) }),
+        ..Default::default()
+    }
+}
+
+fn fleet_content(text: &str) -> Option<pb::LabeledBody> {
+    Some(pb::LabeledBody {
+        kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent {
+            content: c(text),
+            labels: Some(pb::Labels { taint: pb::Taint::Tainted as i32, scope: pb::Scope::Fleet as i32 }),
+        })),
+    })
+}
+
+#[test]
+fn a_coordination_round_trip_over_the_wire() {
+    use kungfu_types::Role;
+    let mut w = World::new();
+    let (governor, _) = register(&mut w, "reg-g");
+    let (speaker, speaker_text) = register(&mut w, "reg-s");
+    let thread = w.thread_with(governor, &[(speaker, Role::Speaker)]).to_string();
+
+    // A labeled message to the speaker: the receipt names it as the one responder.
+    let to_speaker = pb::send_to::Kind::Agents(pb::Agents { agents: vec![speaker_text.clone()] });
+    let sent = exec(
+        &mut w,
+        Principal::Agent(governor),
+        request::send_action(&send_request("send-1", &thread, fleet_content("ping"), Some(to_speaker))),
+    );
+    let entry = match pb::SendResponse::from_receipt(&receipt(&sent), sent.replayed).receipt.and_then(|r| r.result) {
+        Some(pb::receipt::Result::Sent(s)) => {
+            assert_eq!((s.responders, s.readers), (vec![speaker_text.clone()], 1));
+            s.entry
+        }
+        other => panic!("unexpected {other:?}"),
+    };
+
+    // The speaker's mailbox, asked-me only, holds it with its labels and the pending response.
+    let q = request::mailbox_query(&pb::GetMailboxRequest {
+        thread: thread.clone(),
+        after: 0,
+        filter: pb::MailboxFilter::AskedMe as i32,
+        page_size: 10,
+    })
+    .expect("query");
+    let page =
+        kungfu_core::coord::read::mailbox(&w.state, speaker, q.thread, q.after, q.filter, q.page_size, &w.limits)
+            .expect("a member reads its mailbox");
+    let mailbox = pb::Mailbox::from(&page);
+    assert_eq!(mailbox.items.len(), 1);
+    let item = &mailbox.items[0];
+    assert_eq!(item.entry.as_ref().map(|e| e.seq), Some(entry));
+    assert_eq!(item.content, c("ping"));
+    assert_eq!(item.labels, Some(pb::Labels { taint: pb::Taint::Tainted as i32, scope: pb::Scope::Fleet as i32 }));
+    assert!(item.my_response.as_ref().is_some_and(|r| r.ending.is_none()), "the response is owed");
+
+    // The core refuses an empty agents list; the client reads the wire path of that list.
+    let nobody_named = pb::send_to::Kind::Agents(pb::Agents { agents: vec![] });
+    let refused = rejection(&exec(
+        &mut w,
+        Principal::Agent(governor),
+        request::send_action(&send_request("send-2", &thread, fleet_content("x"), Some(nobody_named))),
+    ));
+    let back = status_rejection(&rejection_status(&refused)).expect("a rejection");
+    assert_eq!((back.code, back.field.as_deref()), (Code::InvalidArgument, Some("to.agents.agents")));
+
+    // A named addressee the core refuses is `to.agents.agents[i]` on the wire.
+    let outsider = register(&mut w, "reg-o").1;
+    let to_outsider = pb::send_to::Kind::Agents(pb::Agents { agents: vec![outsider] });
+    let refused = rejection(&exec(
+        &mut w,
+        Principal::Agent(governor),
+        request::send_action(&send_request("send-3", &thread, fleet_content("x"), Some(to_outsider))),
+    ));
+    let back = status_rejection(&rejection_status(&refused)).expect("a rejection");
+    assert_eq!((back.code, back.field.as_deref()), (Code::InvalidTarget, Some("to.agents.agents[0]")));
+
+    // Agent-scoped content may not enter a thread: TRUST_VIOLATION, with fak's reason name.
+    let private = Some(pb::LabeledBody {
+        kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent {
+            content: c("mine"),
+            labels: Some(pb::Labels { taint: pb::Taint::Tainted as i32, scope: pb::Scope::Agent as i32 }),
+        })),
+    });
+    let refused = rejection(&exec(
+        &mut w,
+        Principal::Agent(governor),
+        request::send_action(&send_request("send-4", &thread, private, None)),
+    ));
+    let status = rejection_status(&refused);
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    let back = status_rejection(&status).expect("a rejection");
+    assert_eq!((back.code, back.field.as_deref()), (Code::TrustViolation, Some("body.content")));
+}

@@ -359,3 +359,200 @@ fn a_field_error_is_an_invalid_argument_rejection_about_that_field() {
     assert_eq!(r.next, NextStep::Revise);
     assert!(r.definite, "a refused malformed request certainly had no effect");
 }
+
+// --- Coordination (COORDINATION §7.2) ----------------------------------------------------------------
+
+fn wire_labels(taint: i32, scope: i32) -> Option<pb::Labels> {
+    Some(pb::Labels { taint, scope })
+}
+
+const TAINTED: i32 = pb::Taint::Tainted as i32;
+const FLEET: i32 = pb::Scope::Fleet as i32;
+
+fn labeled_content(content: Option<pb::Content>, labels: Option<pb::Labels>) -> Option<pb::LabeledBody> {
+    Some(pb::LabeledBody { kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent { content, labels })) })
+}
+
+fn labeled_pin(memory: &str, version: u32) -> Option<pb::LabeledBody> {
+    Some(pb::LabeledBody { kind: Some(pb::labeled_body::Kind::Pin(pb::MemoryPin { memory: memory.into(), version })) })
+}
+
+fn valid_write_labeled() -> pb::WriteLabeledRequest {
+    pb::WriteLabeledRequest {
+        idempotency_key: "k".into(),
+        memory: None,
+        content: c("x"),
+        labels: wire_labels(TAINTED, FLEET),
+    }
+}
+
+fn valid_widen() -> pb::WidenScopeRequest {
+    pb::WidenScopeRequest {
+        idempotency_key: "k".into(),
+        pin: Some(pb::MemoryPin { memory: "mem_1".into(), version: 1 }),
+        scope: pb::Scope::Public as i32,
+    }
+}
+
+fn valid_send() -> pb::SendRequest {
+    pb::SendRequest {
+        idempotency_key: "k".into(),
+        thread: "th_1".into(),
+        body: labeled_content(c("x"), wire_labels(TAINTED, FLEET)),
+        ..Default::default()
+    }
+}
+
+fn valid_scatter() -> pb::ScatterRequest {
+    pb::ScatterRequest {
+        idempotency_key: "k".into(),
+        thread: "th_1".into(),
+        header: labeled_pin("mem_1", 1),
+        goals: (2..5)
+            .map(|a| pb::RankGoal {
+                member: format!("ag_{a}"),
+                body: labeled_content(c("part"), wire_labels(TAINTED, FLEET)),
+            })
+            .collect(),
+        criteria: c("c"),
+        ..Default::default()
+    }
+}
+
+fn write_labeled_with(edit: impl FnOnce(&mut pb::WriteLabeledRequest)) -> Result<KeyedAction, FieldError> {
+    let mut req = valid_write_labeled();
+    edit(&mut req);
+    request::write_labeled_action(&req)
+}
+
+fn widen_with(edit: impl FnOnce(&mut pb::WidenScopeRequest)) -> Result<KeyedAction, FieldError> {
+    let mut req = valid_widen();
+    edit(&mut req);
+    request::widen_scope_action(&req)
+}
+
+fn send_with(edit: impl FnOnce(&mut pb::SendRequest)) -> Result<KeyedAction, FieldError> {
+    let mut req = valid_send();
+    edit(&mut req);
+    request::send_action(&req)
+}
+
+fn scatter_with(edit: impl FnOnce(&mut pb::ScatterRequest)) -> Result<KeyedAction, FieldError> {
+    let mut req = valid_scatter();
+    edit(&mut req);
+    request::scatter_action(&req)
+}
+
+#[test]
+fn the_coordination_fixtures_are_valid() {
+    assert!(request::write_labeled_action(&valid_write_labeled()).is_ok());
+    assert!(request::widen_scope_action(&valid_widen()).is_ok());
+    assert!(request::send_action(&valid_send()).is_ok());
+    assert!(request::scatter_action(&valid_scatter()).is_ok());
+}
+
+#[test]
+fn unspecified_or_unknown_labels_are_refused_where_labels_are_required() {
+    assert_eq!(refused(write_labeled_with(|r| r.labels = None)), FieldError::missing("labels"));
+    // Unspecified is not a default: the author states the labels or the write is refused.
+    assert_eq!(field(write_labeled_with(|r| r.labels = wire_labels(0, FLEET))), "labels.taint");
+    assert_eq!(field(write_labeled_with(|r| r.labels = wire_labels(TAINTED, 0))), "labels.scope");
+    assert_eq!(field(write_labeled_with(|r| r.labels = wire_labels(9, FLEET))), "labels.taint");
+    assert_eq!(field(write_labeled_with(|r| r.labels = wire_labels(TAINTED, -1))), "labels.scope");
+    assert_eq!(field(widen_with(|r| r.scope = 0)), "scope");
+    assert_eq!(field(widen_with(|r| r.scope = 5)), "scope");
+    let body = |labels| labeled_content(c("x"), labels);
+    assert_eq!(field(send_with(|r| r.body = body(None))), "body.content.labels");
+    assert_eq!(field(send_with(|r| r.body = body(wire_labels(0, FLEET)))), "body.content.labels.taint");
+    assert_eq!(field(send_with(|r| r.body = body(wire_labels(TAINTED, 0)))), "body.content.labels.scope");
+    assert_eq!(field(scatter_with(|r| r.header = body(wire_labels(TAINTED, 0)))), "header.content.labels.scope");
+    assert_eq!(
+        field(scatter_with(|r| r.goals[1].body = body(wire_labels(0, FLEET)))),
+        "goals[1].body.content.labels.taint"
+    );
+}
+
+#[test]
+fn labeled_write_and_widening_fields_are_named() {
+    assert_eq!(field(write_labeled_with(|r| r.memory = Some(String::new()))), "memory");
+    assert_eq!(field(write_labeled_with(|r| r.memory = Some("th_1".into()))), "memory");
+    assert_eq!(field(write_labeled_with(|r| r.content = None)), "content");
+    assert_eq!(field(write_labeled_with(|r| r.idempotency_key = String::new())), "idempotency_key");
+    assert_eq!(refused(widen_with(|r| r.pin = None)), FieldError::missing("pin"));
+    assert_eq!(field(widen_with(|r| r.pin = Some(pb::MemoryPin { memory: "mem".into(), version: 1 }))), "pin.memory");
+    assert_eq!(
+        field(widen_with(|r| r.pin = Some(pb::MemoryPin { memory: "mem_1".into(), version: 0 }))),
+        "pin.version"
+    );
+}
+
+#[test]
+fn send_fields_are_named_by_their_full_path() {
+    assert_eq!(field(send_with(|r| r.thread = String::new())), "thread");
+    assert_eq!(field(send_with(|r| r.thread = "ag_1".into())), "thread");
+    assert_eq!(field(send_with(|r| r.body = None)), "body");
+    assert_eq!(field(send_with(|r| r.body = Some(pb::LabeledBody { kind: None }))), "body");
+    assert_eq!(field(send_with(|r| r.body = labeled_pin("mem_x", 1))), "body.pin.memory");
+    assert_eq!(field(send_with(|r| r.body = labeled_pin("mem_1", 0))), "body.pin.version");
+    assert_eq!(
+        field(send_with(|r| r.body = labeled_content(None, wire_labels(TAINTED, FLEET)))),
+        "body.content.content"
+    );
+    // A `SendTo` that chose nothing is refused, never read as "nobody".
+    assert_eq!(field(send_with(|r| r.to = Some(pb::SendTo { kind: None }))), "to");
+    let agents = |list: &[&str]| {
+        Some(pb::SendTo {
+            kind: Some(pb::send_to::Kind::Agents(pb::Agents { agents: list.iter().map(|a| a.to_string()).collect() })),
+        })
+    };
+    assert_eq!(field(send_with(|r| r.to = agents(&["ag_1", "agent"]))), "to.agents.agents[1]");
+    let duplicate = refused(send_with(|r| r.to = agents(&["ag_1", "ag_2", "ag_1"])));
+    assert_eq!(duplicate.field, "to.agents.agents[2]", "the repeat, not the first occurrence, is at fault");
+    assert_eq!(field(send_with(|r| r.reply_to = Some(0))), "reply_to");
+}
+
+#[test]
+fn scatter_fields_are_named_by_their_full_path_and_position_as_sent() {
+    assert_eq!(field(scatter_with(|r| r.thread = "th_x".into())), "thread");
+    assert_eq!(field(scatter_with(|r| r.header = None)), "header");
+    assert_eq!(field(scatter_with(|r| r.header = labeled_pin("mem_1", 0))), "header.pin.version");
+    assert_eq!(field(scatter_with(|r| r.goals[2].member = "ag_02".into())), "goals[2].member");
+    assert_eq!(field(scatter_with(|r| r.goals[0].member = String::new())), "goals[0].member");
+    assert_eq!(field(scatter_with(|r| r.goals[1].body = None)), "goals[1].body");
+    assert_eq!(field(scatter_with(|r| r.goals[2].body = labeled_pin("task_1", 1))), "goals[2].body.pin.memory");
+    assert_eq!(
+        field(scatter_with(|r| r.goals[1].body = labeled_content(None, wire_labels(TAINTED, FLEET)))),
+        "goals[1].body.content.content"
+    );
+    assert_eq!(field(scatter_with(|r| r.criteria = None)), "criteria");
+}
+
+#[test]
+fn malformed_coordination_reads_name_their_field() {
+    let mailbox = |thread: &str, filter: i32| {
+        request::mailbox_query(&pb::GetMailboxRequest { thread: thread.into(), after: 0, filter, page_size: 0 })
+    };
+    assert_eq!(field(mailbox("", 0)), "thread");
+    assert_eq!(field(mailbox("th_1", 3)), "filter");
+    let collective = |thread: &str, header: u64| {
+        request::collective_query(&pb::GetCollectiveRequest { thread: thread.into(), header, include_outputs: false })
+    };
+    assert_eq!(field(collective("mem_1", 1)), "thread");
+    assert_eq!(field(collective("th_1", 0)), "header");
+    let barrier =
+        |thread: &str, entry: u64| request::barrier_query(&pb::GetBarrierRequest { thread: thread.into(), entry });
+    assert_eq!(field(barrier("th_", 1)), "thread");
+    assert_eq!(field(barrier("th_1", 0)), "entry");
+}
+
+#[test]
+fn the_cores_addressee_paths_leave_the_server_as_wire_paths() {
+    // The core names `Send`'s list `to.agents`; on the wire it is the `agents` field of `Agents`.
+    use kungfu_api::status::wire_field_path;
+    assert_eq!(wire_field_path("to.agents"), "to.agents.agents");
+    assert_eq!(wire_field_path("to.agents[3]"), "to.agents.agents[3]");
+    assert_eq!(wire_field_path("to.agents.agents[3]"), "to.agents.agents[3]", "already a wire path");
+    assert_eq!(wire_field_path("to.all_speakers"), "to.all_speakers");
+    assert_eq!(wire_field_path("goals[2].member"), "goals[2].member");
+    assert_eq!(wire_field_path("delivery_window_micros"), "delivery_window_micros");
+}

@@ -5,6 +5,9 @@
 use kungfu_api::pb;
 use kungfu_api::response::timeline_response;
 use kungfu_core::ActionKind;
+use kungfu_core::coord::read::{
+    BarrierArrival, BarrierRank, BarrierState, BarrierView, CollectiveView, MailItem, MailboxPage, RankView,
+};
 use kungfu_core::model::{
     Assignment, AssignmentOutcome, AssignmentSpec, AssignmentState, Audience, Contract, ContractVersion, Eligibility,
     Engagement, EngagementOutcome, EngagementState, Entry, Judge, Memory, MemoryState, MissingJudgment, ObligationId,
@@ -15,8 +18,8 @@ use kungfu_core::read::{
     TurnItem, TurnPage, WorkingSet,
 };
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, MemoryId, Micros, NextStep, ObjectRef, Role, TaskId,
-    ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Labels, MemoryId, Micros, NextStep, ObjectRef, Role, Scope,
+    Taint, TaskId, ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 
@@ -54,6 +57,7 @@ fn a_memory_view_keeps_structure_and_content_apart() {
         version: Version(2),
         created_at: ts(20),
         content: Content::from("the notes"),
+        labels: None,
     };
     let expected = pb::MemoryView {
         memory: Some(pb::Memory {
@@ -70,6 +74,12 @@ fn a_memory_view_keeps_structure_and_content_apart() {
         labels: None,
     };
     assert_eq!(pb::MemoryView::from(&view), expected);
+    // COORDINATION §2.6: a labeled version shows its labels; the author reads even quarantined ones.
+    let labeled = MemoryView { labels: Some(Labels::new(Taint::Quarantined, Scope::Agent)), ..view.clone() };
+    assert_eq!(
+        pb::MemoryView::from(&labeled).labels,
+        Some(pb::Labels { taint: pb::Taint::Quarantined as i32, scope: pb::Scope::Agent as i32 })
+    );
     let mut valid_private = view.memory.clone();
     valid_private.visibility = Visibility::Private;
     valid_private.state = MemoryState::Valid;
@@ -122,19 +132,25 @@ fn an_entry_keeps_every_field_and_the_ask_as_stated() {
     assert_eq!(pb::Entry::from(&nobody).ask, Some(pb::Ask { agents: vec![] }));
 }
 
+fn entry_view(content: Option<Content>) -> EntryView {
+    EntryView { entry: entry(), content, labels: None, held: false, collective_size: None }
+}
+
+fn wire_labels(taint: pb::Taint, scope: pb::Scope) -> Option<pb::Labels> {
+    Some(pb::Labels { taint: taint as i32, scope: scope as i32 })
+}
+
 #[test]
 fn an_entry_view_has_content_only_when_readable() {
-    let readable = EntryView { entry: entry(), content: Some(Content::from("hello")) };
+    let readable = entry_view(Some(Content::from("hello")));
     let wire = pb::EntryView::from(&readable);
     assert_eq!(wire.entry, Some(pb::Entry::from(&entry())));
     assert_eq!(wire.content, wc("hello"));
+    assert_eq!((wire.labels, wire.held, wire.collective_size), (None, false, None), "unlabeled, heads nothing");
     // §5: a pin of another agent's Memory that is no longer public has no content, which is not
     // the same as empty content.
-    assert_eq!(pb::EntryView::from(&EntryView { entry: entry(), content: None }).content, None);
-    assert_eq!(
-        pb::EntryView::from(&EntryView { entry: entry(), content: Some(Content::default()) }).content,
-        Some(pb::Content { body: vec![] })
-    );
+    assert_eq!(pb::EntryView::from(&entry_view(None)).content, None);
+    assert_eq!(pb::EntryView::from(&entry_view(Some(Content::default()))).content, Some(pb::Content { body: vec![] }));
     let page = timeline_response(&[entry(), not_first()], true);
     assert_eq!(page.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4]);
     assert_eq!(page.next_after, Some(4), "a full page says where to continue");
@@ -605,4 +621,201 @@ fn every_summary_kind_has_its_case() {
         available: vec![],
     };
     assert_eq!(pb::WorkingSet::from(&set).role, pb::Role::Unspecified as i32);
+}
+
+#[test]
+fn an_entry_view_carries_its_labels_the_hold_and_the_collective_it_heads() {
+    let header = EntryView {
+        labels: Some(Labels::new(Taint::Trusted, Scope::Fleet)),
+        collective_size: Some(3),
+        ..entry_view(Some(Content::from("split the work")))
+    };
+    let wire = pb::EntryView::from(&header);
+    assert_eq!(wire.labels, wire_labels(pb::Taint::Trusted, pb::Scope::Fleet));
+    assert_eq!((wire.held, wire.collective_size), (false, Some(3)));
+    // COORDINATION §2.6: a held entry shows its labels and no content.
+    let held =
+        EntryView { labels: Some(Labels::new(Taint::Quarantined, Scope::Fleet)), held: true, ..entry_view(None) };
+    let wire = pb::EntryView::from(&held);
+    assert_eq!((wire.held, wire.content), (true, None));
+    assert_eq!(wire.labels, wire_labels(pb::Taint::Quarantined, pb::Scope::Fleet));
+}
+
+#[test]
+fn a_mailbox_page_keeps_items_labels_omissions_my_response_and_the_cursor() {
+    let asked = Response {
+        thread: ThreadId(7),
+        entry: EntrySeq(4),
+        responder: AgentId(2),
+        arose_at: ts(30),
+        state: ResponseState::Pending,
+    };
+    let page = MailboxPage {
+        items: vec![
+            MailItem {
+                entry: entry(),
+                labels: Some(Labels::new(Taint::Tainted, Scope::Fleet)),
+                held: false,
+                content: Some(Content::from("hello")),
+                content_omitted: false,
+                my_response: None,
+            },
+            MailItem {
+                entry: not_first(),
+                labels: None,
+                held: false,
+                content: None,
+                content_omitted: true,
+                my_response: Some(asked.clone()),
+            },
+        ],
+        next_after: Some(EntrySeq(9)),
+    };
+    let expected = pb::Mailbox {
+        items: vec![
+            pb::MailItem {
+                entry: Some(pb::Entry::from(&entry())),
+                labels: wire_labels(pb::Taint::Tainted, pb::Scope::Fleet),
+                held: false,
+                content: wc("hello"),
+                content_omitted: false,
+                my_response: None,
+            },
+            pb::MailItem {
+                entry: Some(pb::Entry::from(&not_first())),
+                labels: None,
+                held: false,
+                content: None,
+                content_omitted: true,
+                my_response: Some(pb::OwedResponse::from(&asked)),
+            },
+        ],
+        next_after: Some(9),
+    };
+    assert_eq!(pb::Mailbox::from(&page), expected);
+    // The end of the thread: no cursor, and the client keeps its own.
+    assert_eq!(pb::Mailbox::from(&MailboxPage { items: vec![], next_after: None }), pb::Mailbox::default());
+}
+
+#[test]
+fn a_collective_keeps_ranks_in_order_and_sends_no_omitted_output() {
+    use pb::assignment::State;
+    let delivered = |output: &str| AssignmentState::Delivered {
+        taken_at: ts(40),
+        at: ts(50),
+        judgment_due: ts(170),
+        output: Content::from(output),
+    };
+    let rank = |rank: u32, member: u64, state: AssignmentState, output_omitted: bool| RankView {
+        rank,
+        member: AgentId(member),
+        entry: EntrySeq(10 + u64::from(rank)),
+        assignment: Assignment { addressee: AgentId(member), ..assignment(state) },
+        output_omitted,
+    };
+    let view = CollectiveView {
+        thread: ThreadId(7),
+        header: EntrySeq(9),
+        author: AgentId(1),
+        formed_at: ts(35),
+        ranks: vec![
+            rank(0, 2, delivered("inline"), false),
+            // The core blanked an omitted output; the wire leaves it out rather than send empty bytes.
+            rank(1, 4, delivered(""), true),
+            rank(
+                2,
+                6,
+                AssignmentState::Ended {
+                    at: ts(60),
+                    outcome: AssignmentOutcome::Adopted,
+                    delivered: Some(Content::default()),
+                },
+                true,
+            ),
+            rank(3, 8, AssignmentState::Open, false),
+        ],
+        complete: false,
+        all_delivered: false,
+    };
+    let wire = pb::Collective::from(&view);
+    assert_eq!(
+        (wire.thread.as_str(), wire.header, wire.author.as_str(), wire.size, wire.formed_at_unix_micros),
+        ("th_7", 9, "ag_1", 4, 35)
+    );
+    assert_eq!((wire.complete, wire.all_delivered), (false, false));
+    let ranks: Vec<(u32, &str, u64, bool)> =
+        wire.ranks.iter().map(|r| (r.rank, r.member.as_str(), r.entry, r.output_omitted)).collect();
+    assert_eq!(
+        ranks,
+        vec![(0, "ag_2", 10, false), (1, "ag_4", 11, true), (2, "ag_6", 12, true), (3, "ag_8", 13, false)]
+    );
+    let state = |i: usize| wire.ranks[i].assignment.as_ref().and_then(|a| a.state.clone());
+    match state(0) {
+        Some(State::Delivered(d)) => assert_eq!(d.output, wc("inline")),
+        other => panic!("{other:?}"),
+    }
+    match state(1) {
+        Some(State::Delivered(d)) => assert_eq!(d.output, None, "omitted, not empty"),
+        other => panic!("{other:?}"),
+    }
+    match state(2) {
+        Some(State::Ended(e)) => assert_eq!(e.delivered, None, "omitted, not empty"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(state(3), Some(State::Open(())));
+    assert_eq!(wire.ranks[1].assignment.as_ref().map(|a| a.addressee.as_str()), Some("ag_4"));
+}
+
+#[test]
+fn a_barrier_shows_every_rank_its_arrival_and_the_state() {
+    let arrivals = [
+        (BarrierArrival::Author, pb::BarrierArrival::Author, None),
+        (BarrierArrival::Pending, pb::BarrierArrival::Pending, None),
+        (BarrierArrival::Replied(EntrySeq(12)), pb::BarrierArrival::Replied, Some(12)),
+        (BarrierArrival::Handled, pb::BarrierArrival::Handled, None),
+        (BarrierArrival::Retracted, pb::BarrierArrival::Retracted, None),
+        (BarrierArrival::MembershipEnded, pb::BarrierArrival::MembershipEnded, None),
+        (BarrierArrival::Demoted, pb::BarrierArrival::Demoted, None),
+        (BarrierArrival::ThreadClosed, pb::BarrierArrival::ThreadClosed, None),
+    ];
+    let view = BarrierView {
+        thread: ThreadId(7),
+        entry: EntrySeq(5),
+        author: AgentId(1),
+        ranks: arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, (a, _, _))| BarrierRank { rank: i as u32, member: AgentId(i as u64 + 1), arrival: *a })
+            .collect(),
+        state: BarrierState::Broken,
+        pending: 1,
+        absent: 4,
+    };
+    let expected = pb::Barrier {
+        thread: s("th_7"),
+        entry: 5,
+        author: s("ag_1"),
+        size: 8,
+        ranks: arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, (_, wire, by))| pb::BarrierRank {
+                rank: i as u32,
+                member: format!("ag_{}", i + 1),
+                arrival: *wire as i32,
+                replied_by_entry: *by,
+            })
+            .collect(),
+        state: pb::BarrierState::Broken as i32,
+        pending: 1,
+        absent: 4,
+    };
+    assert_eq!(pb::Barrier::from(&view), expected);
+    for (state, wire) in [
+        (BarrierState::Waiting, pb::BarrierState::Waiting),
+        (BarrierState::Released, pb::BarrierState::Released),
+        (BarrierState::Broken, pb::BarrierState::Broken),
+    ] {
+        assert_eq!(pb::BarrierState::from(state), wire);
+    }
 }

@@ -5,10 +5,11 @@ use kungfu_api::WriteResponse;
 use kungfu_api::pb;
 use kungfu_api::pb::receipt::Result as R;
 use kungfu_api::response::{create_thread_response, issue_grant_response, register_response};
-use kungfu_core::model::{ObligationId, Pin};
+use kungfu_core::model::{ObligationId, Pin, ScatterRank};
 use kungfu_core::{ActionKind, ActionResult, GrantReceipt, Receipt};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, MemoryId, Role, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, Role, Scope, Taint, TaskId, ThreadId,
+    Timestamp, Version,
 };
 use std::collections::BTreeSet;
 
@@ -240,6 +241,62 @@ fn every_result() -> Vec<(ActionResult, R)> {
                 ],
             }),
         ),
+        (
+            ActionResult::Sent {
+                thread: t,
+                entry: EntrySeq(12),
+                pin: Pin { memory: MemoryId(8), version: Version(1) },
+                responders: [AgentId(4), AgentId(2)].into_iter().collect(),
+                readers: 5,
+            },
+            R::Sent(pb::Sent {
+                thread: s("th_7"),
+                entry: 12,
+                pin: Some(pb::MemoryPin { memory: s("mem_8"), version: 1 }),
+                responders: vec![s("ag_2"), s("ag_4")],
+                readers: 5,
+            }),
+        ),
+        (
+            ActionResult::LabeledWritten {
+                pin: Pin { memory: MemoryId(9), version: Version(3) },
+                labels: Labels::new(Taint::Quarantined, Scope::Agent),
+            },
+            R::LabeledWritten(pb::LabeledWritten {
+                pin: Some(pb::MemoryPin { memory: s("mem_9"), version: 3 }),
+                labels: Some(pb::Labels { taint: pb::Taint::Quarantined as i32, scope: pb::Scope::Agent as i32 }),
+            }),
+        ),
+        (
+            ActionResult::ScopeWidened {
+                from: Pin { memory: MemoryId(9), version: Version(2) },
+                to: Pin { memory: MemoryId(9), version: Version(4) },
+                scope: Scope::Tenant,
+            },
+            R::ScopeWidened(pb::ScopeWidened {
+                from: Some(pb::MemoryPin { memory: s("mem_9"), version: 2 }),
+                to: Some(pb::MemoryPin { memory: s("mem_9"), version: 4 }),
+                scope: pb::Scope::Tenant as i32,
+            }),
+        ),
+        (
+            ActionResult::Scattered {
+                thread: t,
+                header: EntrySeq(20),
+                ranks: vec![
+                    ScatterRank { member: AgentId(3), entry: EntrySeq(21), assignment: AssignmentId(7) },
+                    ScatterRank { member: AgentId(11), entry: EntrySeq(22), assignment: AssignmentId(8) },
+                ],
+            },
+            R::Scattered(pb::Scattered {
+                thread: s("th_7"),
+                header: 20,
+                ranks: vec![
+                    pb::ScatteredRank { rank: 0, member: s("ag_3"), entry: 21, assignment: s("asg_7") },
+                    pb::ScatteredRank { rank: 1, member: s("ag_11"), entry: 22, assignment: s("asg_8") },
+                ],
+            }),
+        ),
     ]
 }
 
@@ -281,6 +338,10 @@ fn variant(r: &ActionResult) -> &'static str {
         ActionResult::EngagementRejected { .. } => "EngagementRejected",
         ActionResult::EngagementDropped { .. } => "EngagementDropped",
         ActionResult::Expired { .. } => "Expired",
+        ActionResult::Sent { .. } => "Sent",
+        ActionResult::LabeledWritten { .. } => "LabeledWritten",
+        ActionResult::ScopeWidened { .. } => "ScopeWidened",
+        ActionResult::Scattered { .. } => "Scattered",
     }
 }
 
@@ -295,7 +356,7 @@ fn every_action_result_becomes_its_wire_case_with_every_field() {
 fn the_samples_cover_every_variant_once_and_land_on_distinct_wire_cases() {
     let samples = every_result();
     let names: BTreeSet<&str> = samples.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(names.len(), 34, "every ActionResult variant has a sample");
+    assert_eq!(names.len(), 38, "every ActionResult variant has a sample");
     assert_eq!(names.len(), samples.len(), "and only one");
     // Variants that share a wire message (published, unpublished, withdrawn) must still be told
     // apart by their oneof case.
@@ -382,4 +443,65 @@ fn secrets_appear_only_in_the_first_success() {
     );
     assert_eq!(issue_grant_response(&issued, false, "kfg_secret").grant_secret, "kfg_secret");
     assert_eq!(issue_grant_response(&issued, true, "kfg_secret").grant_secret, "");
+}
+
+#[test]
+fn every_labels_value_has_its_own_wire_value_and_none_is_unspecified() {
+    let mut seen = BTreeSet::new();
+    for taint in Taint::ALL {
+        for scope in Scope::ALL {
+            let wire = pb::Labels::from(Labels::new(taint, scope));
+            assert_ne!(wire.taint, pb::Taint::Unspecified as i32, "{taint}");
+            assert_ne!(wire.scope, pb::Scope::Unspecified as i32, "{scope}");
+            seen.insert((wire.taint, wire.scope));
+        }
+    }
+    assert_eq!(seen.len(), Taint::ALL.len() * Scope::ALL.len());
+    // The lattice orders carry over to the wire numbers (kungfu's own, not fak's codes).
+    assert_eq!(pb::Taint::from(Taint::Trusted), pb::Taint::Trusted);
+    assert_eq!(pb::Taint::from(Taint::Quarantined), pb::Taint::Quarantined);
+    assert_eq!(pb::Scope::from(Scope::Fleet), pb::Scope::Fleet);
+    assert_eq!(pb::Scope::from(Scope::Public), pb::Scope::Public);
+}
+
+#[test]
+fn coordination_write_responses_carry_the_receipt_and_replayed() {
+    let r = receipt(
+        ActionResult::LabeledWritten {
+            pin: Pin { memory: MemoryId(1), version: Version(1) },
+            labels: Labels::new(Taint::Tainted, Scope::Fleet),
+        },
+        ActionKind::WriteLabeled,
+    );
+    let written = pb::WriteLabeledResponse::from_receipt(&r, true);
+    assert_eq!((written.receipt, written.replayed), (Some(pb::Receipt::from(&r)), true));
+    assert_eq!(pb::Receipt::from(&r).kind, "write_labeled");
+    let r = receipt(
+        ActionResult::ScopeWidened {
+            from: Pin { memory: MemoryId(1), version: Version(1) },
+            to: Pin { memory: MemoryId(1), version: Version(2) },
+            scope: Scope::Public,
+        },
+        ActionKind::WidenScope,
+    );
+    let widened = pb::WidenScopeResponse::from_receipt(&r, false);
+    assert_eq!((widened.receipt, widened.replayed), (Some(pb::Receipt::from(&r)), false));
+    let r = receipt(
+        ActionResult::Sent {
+            thread: ThreadId(1),
+            entry: EntrySeq(2),
+            pin: Pin { memory: MemoryId(1), version: Version(1) },
+            responders: BTreeSet::new(),
+            readers: 0,
+        },
+        ActionKind::Send,
+    );
+    let sent = pb::SendResponse::from_receipt(&r, false);
+    assert_eq!(sent.receipt, Some(pb::Receipt::from(&r)));
+    let r = receipt(
+        ActionResult::Scattered { thread: ThreadId(1), header: EntrySeq(2), ranks: Vec::new() },
+        ActionKind::Scatter,
+    );
+    let scattered = pb::ScatterResponse::from_receipt(&r, true);
+    assert_eq!((scattered.receipt, scattered.replayed), (Some(pb::Receipt::from(&r)), true));
 }

@@ -3,15 +3,19 @@
 //! covered in `malformed.rs`.
 
 use kungfu_api::pb;
-use kungfu_api::request::{self, EngagementInputQuery, EntryQuery, MemoryQuery, ResponseQuery, TaskQuery};
+use kungfu_api::request::{
+    self, CollectiveQuery, EngagementInputQuery, EntryQuery, MailboxQuery, MemoryQuery, ResponseQuery, TaskQuery,
+};
 use kungfu_api::{FieldError, KeyedAction, SecretMaterial};
+use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
+use kungfu_core::coord::read::MailFilter;
 use kungfu_core::model::{Audience, Eligibility, Judge, MissingJudgment, Pin};
 use kungfu_core::read::Cursor;
 use kungfu_core::secret::{fingerprint, hash_secret};
 use kungfu_core::{Action, ActionKind, ContractDraft, NewAssignment, NewGrant, PostBody};
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, MemoryId, Micros, ObjectRef, Role, TaskId, ThreadId,
-    Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Labels, MemoryId, Micros, ObjectRef, Role, Scope, Taint,
+    TaskId, ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 
@@ -29,6 +33,23 @@ fn c(text: &str) -> Option<pb::Content> {
 
 fn wire_pin(memory: &str, version: u32) -> pb::MemoryPin {
     pb::MemoryPin { memory: memory.to_string(), version }
+}
+
+fn wire_labels(taint: pb::Taint, scope: pb::Scope) -> Option<pb::Labels> {
+    Some(pb::Labels { taint: taint as i32, scope: scope as i32 })
+}
+
+fn labeled(text: &str, taint: pb::Taint, scope: pb::Scope) -> Option<pb::LabeledBody> {
+    Some(pb::LabeledBody {
+        kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent {
+            content: c(text),
+            labels: wire_labels(taint, scope),
+        })),
+    })
+}
+
+fn labeled_pin(memory: &str, version: u32) -> Option<pb::LabeledBody> {
+    Some(pb::LabeledBody { kind: Some(pb::labeled_body::Kind::Pin(wire_pin(memory, version))) })
 }
 
 fn set(agents: &[u64]) -> BTreeSet<AgentId> {
@@ -332,6 +353,89 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             }),
             Action::RejectEngagement { engagement: EngagementId(4), reason: Content::from("wrong format") },
         ),
+        (
+            request::write_labeled_action(&pb::WriteLabeledRequest {
+                idempotency_key: k(),
+                memory: Some("mem_5".into()),
+                content: c("reviewed"),
+                labels: wire_labels(pb::Taint::Trusted, pb::Scope::Tenant),
+            }),
+            Action::WriteLabeled {
+                memory: Some(MemoryId(5)),
+                content: Content::from("reviewed"),
+                labels: Labels::new(Taint::Trusted, Scope::Tenant),
+            },
+        ),
+        (
+            request::widen_scope_action(&pb::WidenScopeRequest {
+                idempotency_key: k(),
+                pin: Some(wire_pin("mem_5", 2)),
+                scope: pb::Scope::Public as i32,
+            }),
+            Action::WidenScope { pin: Pin { memory: MemoryId(5), version: Version(2) }, scope: Scope::Public },
+        ),
+        (
+            request::send_action(&pb::SendRequest {
+                idempotency_key: k(),
+                thread: "th_7".into(),
+                body: labeled("status?", pb::Taint::Tainted, pb::Scope::Fleet),
+                to: Some(pb::SendTo {
+                    kind: Some(pb::send_to::Kind::Agents(pb::Agents { agents: vec!["ag_4".into(), "ag_2".into()] })),
+                }),
+                reply_to: Some(3),
+                reply_to_latest: true,
+            }),
+            Action::Send {
+                thread: ThreadId(7),
+                body: LabeledBody::Content {
+                    content: Content::from("status?"),
+                    labels: Labels::new(Taint::Tainted, Scope::Fleet),
+                },
+                to: Addressees::Agents(set(&[2, 4])),
+                reply_to: Some(EntrySeq(3)),
+                reply_to_latest: true,
+            },
+        ),
+        (
+            request::scatter_action(&pb::ScatterRequest {
+                idempotency_key: k(),
+                thread: "th_7".into(),
+                header: labeled_pin("mem_3", 1),
+                // Sent out of rank order: the converter keeps the order, the core ranks.
+                goals: vec![
+                    pb::RankGoal {
+                        member: "ag_9".into(),
+                        body: labeled("part b", pb::Taint::Tainted, pb::Scope::Fleet),
+                    },
+                    pb::RankGoal { member: "ag_2".into(), body: labeled_pin("mem_4", 2) },
+                ],
+                criteria: c("tests pass"),
+                output_structure: c("a diff"),
+                delivery_window_micros: Some(60_000_000),
+                judgment_window_micros: Some(120_000_000),
+            }),
+            Action::Scatter {
+                thread: ThreadId(7),
+                header: LabeledBody::Pin(Pin { memory: MemoryId(3), version: Version(1) }),
+                goals: vec![
+                    RankGoal {
+                        member: AgentId(9),
+                        body: LabeledBody::Content {
+                            content: Content::from("part b"),
+                            labels: Labels::new(Taint::Tainted, Scope::Fleet),
+                        },
+                    },
+                    RankGoal {
+                        member: AgentId(2),
+                        body: LabeledBody::Pin(Pin { memory: MemoryId(4), version: Version(2) }),
+                    },
+                ],
+                criteria: Content::from("tests pass"),
+                output_structure: Some(Content::from("a diff")),
+                delivery_window: Some(Micros::from_secs(60)),
+                judgment_window: Some(Micros::from_secs(120)),
+            },
+        ),
     ]
 }
 
@@ -523,4 +627,99 @@ fn read_requests_convert_to_their_read_arguments() {
     ] {
         assert_eq!(request::working_set_query(&pb::GetWorkingSetRequest { object: text.into() }), Ok(object));
     }
+}
+
+#[test]
+fn a_send_asks_nobody_when_to_is_absent_or_nobody_and_every_speaker_when_asked() {
+    let send = |to: Option<pb::SendTo>| {
+        let req = pb::SendRequest {
+            idempotency_key: k(),
+            thread: "th_1".into(),
+            body: labeled_pin("mem_1", 1),
+            to,
+            ..Default::default()
+        };
+        match request::send_action(&req).map(|k| k.action) {
+            Ok(Action::Send { to, reply_to, reply_to_latest, .. }) => {
+                assert_eq!((reply_to, reply_to_latest), (None, false));
+                to
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    let kind = |k: pb::send_to::Kind| Some(pb::SendTo { kind: Some(k) });
+    assert_eq!(send(None), Addressees::Nobody, "absent `to` asks nobody (unlike Post's ask, no rule picks)");
+    assert_eq!(send(kind(pb::send_to::Kind::Nobody(pb::Nobody {}))), Addressees::Nobody);
+    assert_eq!(send(kind(pb::send_to::Kind::AllSpeakers(pb::AllSpeakers {}))), Addressees::AllSpeakers);
+    // An empty list is the core's to refuse (`to.agents`), so every door answers it the same way.
+    assert_eq!(
+        send(kind(pb::send_to::Kind::Agents(pb::Agents { agents: vec![] }))),
+        Addressees::Agents(BTreeSet::new())
+    );
+}
+
+#[test]
+fn a_labeled_write_of_a_new_memory_and_an_unstated_scatter_spec() {
+    let write = request::write_labeled_action(&pb::WriteLabeledRequest {
+        idempotency_key: k(),
+        memory: None,
+        content: Some(pb::Content { body: Vec::new() }),
+        labels: wire_labels(pb::Taint::Quarantined, pb::Scope::Agent),
+    });
+    assert_eq!(
+        write.map(|k| k.action),
+        Ok(Action::WriteLabeled {
+            memory: None,
+            content: Content::default(),
+            labels: Labels::new(Taint::Quarantined, Scope::Agent),
+        })
+    );
+    let scatter = request::scatter_action(&pb::ScatterRequest {
+        idempotency_key: k(),
+        thread: "th_1".into(),
+        header: labeled_pin("mem_1", 1),
+        goals: vec![pb::RankGoal { member: "ag_2".into(), body: labeled_pin("mem_1", 1) }],
+        criteria: c("c"),
+        ..Default::default()
+    });
+    match scatter.map(|k| k.action) {
+        Ok(Action::Scatter { output_structure, delivery_window, judgment_window, .. }) => {
+            assert_eq!((output_structure, delivery_window, judgment_window), (None, None, None));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn coordination_reads_convert_to_their_read_arguments() {
+    let mailbox = |after: u64, filter: pb::MailboxFilter, page_size: u32| {
+        request::mailbox_query(&pb::GetMailboxRequest {
+            thread: "th_7".into(),
+            after,
+            filter: filter as i32,
+            page_size,
+        })
+    };
+    assert_eq!(
+        mailbox(12, pb::MailboxFilter::AskedMe, 20),
+        Ok(MailboxQuery { thread: ThreadId(7), after: Some(EntrySeq(12)), filter: MailFilter::AskedMe, page_size: 20 })
+    );
+    // 0 starts at the first entry; an unspecified filter keeps every entry.
+    assert_eq!(
+        mailbox(0, pb::MailboxFilter::Unspecified, 0),
+        Ok(MailboxQuery { thread: ThreadId(7), after: None, filter: MailFilter::All, page_size: 0 })
+    );
+    assert_eq!(mailbox(0, pb::MailboxFilter::All, 0).map(|q| q.filter), Ok(MailFilter::All));
+    assert_eq!(
+        request::collective_query(&pb::GetCollectiveRequest {
+            thread: "th_7".into(),
+            header: 4,
+            include_outputs: true
+        }),
+        Ok(CollectiveQuery { thread: ThreadId(7), header: EntrySeq(4), include_outputs: true })
+    );
+    assert_eq!(
+        request::barrier_query(&pb::GetBarrierRequest { thread: "th_7".into(), entry: 5 }),
+        Ok(EntryQuery { thread: ThreadId(7), entry: EntrySeq(5) })
+    );
 }

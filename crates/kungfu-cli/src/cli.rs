@@ -84,13 +84,165 @@ pub enum Command {
     /// A local cluster for trying Kungfu: `dev up` starts it in the background, `dev down` stops it.
     #[command(subcommand)]
     Dev(DevCmd),
-    /// Run a scripted session of four agents against a running node and tell what happens.
-    Demo,
+    /// Post a labeled message to a thread (COORDINATION §3.3): to nobody (a broadcast), to named
+    /// members (`--to`), or to every member who may speak (`--all`). Inline text is labeled
+    /// tainted, fleet-scoped unless `--taint`/`--scope` say otherwise: readable by the thread's
+    /// members, never trusted by anyone for being there.
+    Send(SendArgs),
+    /// Read a thread as a mailbox: its entries after a cursor, with labels, a preview of the
+    /// content and your own response to each (COORDINATION §3.5). Reading leaves no trace.
+    Mailbox {
+        /// The thread (`th_…`).
+        thread: String,
+        /// Entries after this sequence number (0: from the first); the cursor is yours to keep.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        /// Only the entries that ask you to respond.
+        #[arg(long)]
+        asked_me: bool,
+        /// Keep waiting for new entries and print each as it arrives (until interrupted).
+        #[arg(long)]
+        follow: bool,
+        /// Entries per read (0: the server's default).
+        #[arg(long, default_value_t = 0)]
+        page_size: u32,
+    },
+    /// Scatter work over members of a thread as one atomic action (COORDINATION §4.3): a header
+    /// entry and, per `--goal`, a reply with an assignment to that member. Ranks follow ascending
+    /// agent id. Inline text is labeled tainted, fleet-scoped unless `--taint`/`--scope` say
+    /// otherwise.
+    Scatter(ScatterArgs),
+    /// Gather a scattered collective in rank order, with every delivered output (COORDINATION
+    /// §4.5); `--reduce` folds the outputs, refused unless every rank delivered.
+    Gather {
+        /// The thread (`th_…`).
+        thread: String,
+        /// The header entry of the collective (its sequence number).
+        header: u64,
+        /// Fold the outputs in rank order: first, concat, vote, best_of or all_reduce.
+        #[arg(long)]
+        reduce: Option<String>,
+    },
+    /// Post a barrier to every member who may speak (or `--to` a subgroup), each then owing a
+    /// response; `--wait` waits until it is released (COORDINATION §4.7). `barrier status` reads one.
+    Barrier(BarrierArgs),
+    /// Run a scripted session of four agents against a running node and tell what happens;
+    /// `demo coord` runs the coordination scenario (scatter, gather, barrier, a refusal).
+    Demo {
+        #[command(subcommand)]
+        scenario: Option<DemoCmd>,
+    },
     /// End-to-end benchmarks through the public API against a fresh local cluster of `kungfud`
     /// processes that the command starts, and kills and removes at the end. Use release builds:
     /// `cargo build --release --bin kungfu --bin kungfud`.
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+/// The scenarios of `kungfu demo` besides the default one.
+#[derive(Debug, Subcommand, Clone, Copy, PartialEq, Eq)]
+pub enum DemoCmd {
+    /// A lead and three workers: scatter, take and deliver, gather and combine, a barrier, and a
+    /// refusal by the labels floor, told step by step.
+    Coord,
+}
+
+/// Labels for new inline content on the coordination path (COORDINATION §2.1). Default: tainted,
+/// fleet-scoped, the least a thread entry needs.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LabelArgs {
+    /// The taint of the new content: trusted, tainted or quarantined (default tainted). Trusted is
+    /// your own assertion and grants nothing; quarantined content never leaves your own Memory.
+    #[arg(long)]
+    pub taint: Option<String>,
+    /// The scope of the new content: agent, fleet, tenant or public (default fleet). A thread
+    /// entry needs at least fleet.
+    #[arg(long)]
+    pub scope: Option<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct SendArgs {
+    /// The thread (`th_…`): the mailbox, topic or group.
+    pub thread: String,
+    /// The message: text, or `@path` to read a file (`@-` reads stdin; `@@…` is text that starts
+    /// with `@`). Omit it with `--pin`.
+    #[arg(required_unless_present = "pin")]
+    pub body: Option<String>,
+    /// Ask exactly these members to respond: `ag_1,ag_2`.
+    #[arg(long, value_delimiter = ',', conflicts_with = "all")]
+    pub to: Vec<String>,
+    /// Ask every member who may speak except you (a barrier).
+    #[arg(long)]
+    pub all: bool,
+    /// Reply to this entry of the same thread.
+    #[arg(long)]
+    pub reply_to: Option<u64>,
+    /// Only if the replied-to entry is still its author's newest in the thread, else STALE_BASE
+    /// (a bounded correction, COORDINATION §3.6).
+    #[arg(long, requires = "reply_to")]
+    pub latest: bool,
+    #[command(flatten)]
+    pub labels: LabelArgs,
+    /// Send an existing labeled version instead of new text: `mem_5:2` (or `mem_5@2`). Its own
+    /// labels apply; an unlabeled version is refused (TRUST_VIOLATION).
+    #[arg(long, conflicts_with_all = ["body", "taint", "scope"])]
+    pub pin: Option<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ScatterArgs {
+    /// The thread whose members are the group (`th_…`).
+    pub thread: String,
+    /// The header entry's text (or `@path`).
+    #[arg(long)]
+    pub header: String,
+    /// One rank's goal, `ag_1=text` (or `ag_1=@path`); repeat once per member.
+    #[arg(long = "goal", required = true)]
+    pub goals: Vec<String>,
+    /// The acceptance criteria of every rank's assignment (default: the header's text).
+    #[arg(long)]
+    pub criteria: Option<String>,
+    /// Every assignment's delivery window from taking, such as `90s`, `30m`, `1h30m`, `2d`
+    /// (default: the server's).
+    #[arg(long)]
+    pub delivery_window: Option<String>,
+    /// Every assignment's judgment window from delivery (default: the server's).
+    #[arg(long)]
+    pub judgment_window: Option<String>,
+    #[command(flatten)]
+    pub labels: LabelArgs,
+}
+
+/// `kungfu barrier <thread>` posts one; `kungfu barrier status <thread> <entry>` reads one.
+#[derive(Debug, Args, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct BarrierArgs {
+    #[command(subcommand)]
+    pub status: Option<BarrierCmd>,
+    /// The thread (`th_…`).
+    #[arg(required = true)]
+    pub thread: Option<String>,
+    /// Ask only these members (`ag_1,ag_2`) instead of every member who may speak.
+    #[arg(long, value_delimiter = ',')]
+    pub to: Vec<String>,
+    /// After posting, wait this long for the barrier to be released, such as `30s` or `5m`.
+    #[arg(long)]
+    pub wait: Option<String>,
+    /// The barrier entry's text (labeled tainted, fleet-scoped).
+    #[arg(long, default_value = "Barrier: reply to this entry when you reach it.")]
+    pub text: String,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum BarrierCmd {
+    /// Where a barrier stands: released, broken or waiting, and every rank's arrival.
+    Status {
+        /// The thread (`th_…`).
+        thread: String,
+        /// The barrier's entry (its sequence number).
+        entry: u64,
+    },
 }
 
 /// The local cluster a benchmark starts for itself.
@@ -226,6 +378,33 @@ pub enum MemoryCmd {
         memory: String,
         #[arg(long)]
         version: Option<u32>,
+    },
+    /// Write labeled content (COORDINATION §2.5): a new private Memory, or with `--memory` a new
+    /// version of one of yours. Labels belong to the version and never change.
+    Write {
+        /// The content: text, or `@path` to read a file (`@-` reads stdin; `@@…` is text that
+        /// starts with `@`).
+        body: String,
+        /// trusted, tainted or quarantined.
+        #[arg(long)]
+        taint: String,
+        /// agent, fleet, tenant or public.
+        #[arg(long)]
+        scope: String,
+        /// Add the version to this Memory of yours (`mem_5`) instead of creating one.
+        #[arg(long)]
+        memory: Option<String>,
+    },
+    /// Widen the scope of one of your versions (COORDINATION §2.5): a new version with the same
+    /// bytes and taint and the wider scope becomes current; the old version keeps its labels.
+    Widen {
+        /// Your Memory (`mem_5`).
+        memory: String,
+        /// The version to widen.
+        version: u32,
+        /// The new, wider scope: fleet, tenant or public.
+        #[arg(long)]
+        scope: String,
     },
 }
 

@@ -15,19 +15,19 @@ use std::time::Duration;
 pub const DEFAULT_ENDPOINT: &str = "127.0.0.1:7400";
 
 /// The most turn and timeline pages one command reads.
-const MAX_PAGES: usize = 1000;
+pub(crate) const MAX_PAGES: usize = 1000;
 
 /// What every command needs: the client, the output mode and the idempotency key asked for.
-struct Ctx {
-    client: Client,
-    json: bool,
+pub(crate) struct Ctx {
+    pub(crate) client: Client,
+    pub(crate) json: bool,
     key: Option<String>,
     options: ClientOptions,
 }
 
 impl Ctx {
     /// The client acting as the agent, or a usage error when no key is known.
-    fn agent(&self) -> Result<&Client, CliError> {
+    pub(crate) fn agent(&self) -> Result<&Client, CliError> {
         match self.client.key() {
             Some(_) => Ok(&self.client),
             None => Err(CliError::usage(
@@ -36,7 +36,7 @@ impl Ctx {
         }
     }
 
-    fn idem(&self) -> Option<String> {
+    pub(crate) fn idem(&self) -> Option<String> {
         self.key.clone()
     }
 }
@@ -44,10 +44,11 @@ impl Ctx {
 /// Runs the command.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     // `dev` and `demo` manage their own connections (or none).
-    if matches!(cli.command, Command::Dev(_) | Command::Demo) {
+    if matches!(cli.command, Command::Dev(_) | Command::Demo { .. }) {
         let settings = crate::demo::Settings::from_cli(&cli);
         return match cli.command {
             Command::Dev(cmd) => crate::dev::run(cmd).await,
+            Command::Demo { scenario: Some(crate::cli::DemoCmd::Coord) } => crate::demo_coord::run(settings).await,
             _ => crate::demo::run(settings).await,
         };
     }
@@ -77,8 +78,17 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Thread(c) => thread(&ctx, c).await,
         Command::Assignment(c) => assignment(&ctx, c).await,
         Command::Task(c) => task(&ctx, c).await,
+        Command::Send(args) => crate::coordination::send(&ctx, args).await,
+        Command::Mailbox { thread, after, asked_me, follow, page_size } => {
+            crate::coordination::mailbox(&ctx, &thread, after, asked_me, follow, page_size).await
+        }
+        Command::Scatter(args) => crate::coordination::scatter(&ctx, args).await,
+        Command::Gather { thread, header, reduce } => {
+            crate::coordination::gather(&ctx, &thread, header, reduce.as_deref()).await
+        }
+        Command::Barrier(args) => crate::coordination::barrier(&ctx, args).await,
         // `bench` runs on its own runtime and never reaches here (main.rs).
-        Command::Dev(_) | Command::Demo | Command::Bench(_) => {
+        Command::Dev(_) | Command::Demo { .. } | Command::Bench(_) => {
             Err(CliError::other("dev, demo and bench are handled before connecting"))
         }
         Command::Watch(c) => watch(&ctx, c).await,
@@ -87,7 +97,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 /// Reads bytes from a path, or from stdin for `-`.
-fn read_path(path: &str) -> Result<Vec<u8>, CliError> {
+pub(crate) fn read_path(path: &str) -> Result<Vec<u8>, CliError> {
     if path == "-" {
         let mut buf = Vec::new();
         std::io::stdin().read_to_end(&mut buf).map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?;
@@ -122,7 +132,7 @@ fn role(s: &str) -> Result<pb::Role, CliError> {
 }
 
 /// A value of a JSON object as plain text for a table.
-fn plain(v: &Value) -> String {
+pub(crate) fn plain(v: &Value) -> String {
     match v {
         Value::Null => "-".to_string(),
         Value::String(s) => s.clone(),
@@ -133,7 +143,7 @@ fn plain(v: &Value) -> String {
 
 /// Prints the outcome of a write: its receipt, whether it was replayed, the key it used, and
 /// `extra` fields (such as a one-time secret).
-fn written(ctx: &Ctx, receipt: &Option<pb::Receipt>, replayed: bool, key: &str, extra: Vec<(&str, Value)>) {
+pub(crate) fn written(ctx: &Ctx, receipt: &Option<pb::Receipt>, replayed: bool, key: &str, extra: Vec<(&str, Value)>) {
     let receipt_json = receipt.as_ref().map(to_json).unwrap_or(Value::Null);
     if ctx.json {
         let mut v = json!({ "receipt": receipt_json, "replayed": replayed, "idempotency_key": key });
@@ -347,6 +357,12 @@ async fn memory(ctx: &Ctx, cmd: MemoryCmd) -> Result<(), CliError> {
         MemoryCmd::Withdraw { memory } => {
             done!(ctx, c.withdraw_memory(pb::WithdrawMemoryRequest { memory, ..Default::default() }, k).await?)
         }
+        MemoryCmd::Write { body, taint, scope, memory } => {
+            crate::coordination::memory_write(ctx, &body, &taint, &scope, memory).await
+        }
+        MemoryCmd::Widen { memory, version, scope } => {
+            crate::coordination::memory_widen(ctx, &memory, version, &scope).await
+        }
         MemoryCmd::Show { memory, version } => {
             let v = c.get_memory(pb::GetMemoryRequest { memory, version }).await?;
             if ctx.json {
@@ -363,6 +379,7 @@ async fn memory(ctx: &Ctx, cmd: MemoryCmd) -> Result<(), CliError> {
                 ("public", m.public.to_string()),
                 ("withdrawn", m.withdrawn_at_unix_micros.map(instant).unwrap_or_else(|| "no".into())),
                 ("written", instant(v.version_created_at_unix_micros)),
+                ("labels", crate::coordination::labels_text(v.labels.as_ref())),
             ]);
             println!("\n{}", plain(&content_text(&v.content)));
             Ok(())
@@ -486,6 +503,20 @@ async fn thread(ctx: &Ctx, cmd: ThreadCmd) -> Result<(), CliError> {
                 ("responders", e.responders.join(",")),
                 ("assignment", e.assignment.unwrap_or_else(|| "-".into())),
                 ("task", e.task_ref.unwrap_or_else(|| "-".into())),
+                (
+                    "labels",
+                    if v.held {
+                        "held: quarantined, content withheld".into()
+                    } else {
+                        crate::coordination::labels_text(v.labels.as_ref())
+                    },
+                ),
+                (
+                    "collective",
+                    v.collective_size
+                        .map(|n| format!("its header, {n} rank(s): kungfu gather {} {}", e.thread, e.seq))
+                        .unwrap_or_else(|| "-".into()),
+                ),
             ]);
             println!("\n{}", plain(&content_text(&v.content)));
             Ok(())

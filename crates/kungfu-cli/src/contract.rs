@@ -70,10 +70,12 @@ pub fn parse(text: &str, json: bool) -> Result<ContractFile, CliError> {
     }
 }
 
-/// A pin written `mem_5@2`.
+/// A pin written `mem_5@2` (or `mem_5:2`).
 pub fn pin(s: &str) -> Result<pb::MemoryPin, CliError> {
-    let (memory, version) =
-        s.split_once('@').ok_or_else(|| CliError::usage(format!("`{s}` is not a pin: write mem_5@2")))?;
+    let (memory, version) = s
+        .split_once('@')
+        .or_else(|| s.split_once(':'))
+        .ok_or_else(|| CliError::usage(format!("`{s}` is not a pin: write mem_5@2")))?;
     let version = version.parse().map_err(|_| CliError::usage(format!("`{s}` has no valid version after @")))?;
     Ok(pb::MemoryPin { memory: memory.to_string(), version })
 }

@@ -45,7 +45,7 @@ impl Settings {
 
     /// The endpoints: the flag, else the chosen profile's, else the `dev` profile's, else the
     /// default single node.
-    fn resolve_endpoints(&self) -> Result<Vec<String>, CliError> {
+    pub(crate) fn resolve_endpoints(&self) -> Result<Vec<String>, CliError> {
         if !self.endpoints.is_empty() {
             return Ok(self.endpoints.clone());
         }
@@ -57,24 +57,29 @@ impl Settings {
         }
         Ok(vec![DEFAULT_ENDPOINT.to_string()])
     }
+
+    /// The client options the flags give.
+    pub(crate) fn options(&self) -> ClientOptions {
+        ClientOptions { call_timeout: self.timeout, max_retries: self.retries, ..Default::default() }
+    }
 }
 
 /// One agent of the demo: its role in the story, its id, its key and a client acting as it.
-struct Agent {
-    name: &'static str,
-    id: String,
-    key: String,
-    client: Client,
+pub(crate) struct Agent {
+    pub(crate) name: &'static str,
+    pub(crate) id: String,
+    pub(crate) key: String,
+    pub(crate) client: Client,
 }
 
 impl Agent {
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{} ({})", self.name, self.id)
     }
 }
 
 /// A failed step: the SDK's error with the step named in its message.
-fn failed(step: &str, e: SdkError) -> CliError {
+pub(crate) fn failed(step: &str, e: SdkError) -> CliError {
     let mut err = CliError::from(e);
     err.message = format!("demo step `{step}` failed: {}", err.message);
     // Each run of the demo makes new agents, so a write's key is of no use for a second run.
@@ -83,12 +88,12 @@ fn failed(step: &str, e: SdkError) -> CliError {
 }
 
 /// An outcome the script did not expect.
-fn unexpected(message: impl Into<String>) -> CliError {
+pub(crate) fn unexpected(message: impl Into<String>) -> CliError {
     CliError::other(format!("demo: unexpected outcome: {}", message.into()))
 }
 
 /// The result case of a write's receipt.
-fn result(receipt: &Option<pb::Receipt>) -> Option<pb::receipt::Result> {
+pub(crate) fn result(receipt: &Option<pb::Receipt>) -> Option<pb::receipt::Result> {
     receipt.as_ref().and_then(|r| r.result.clone())
 }
 
@@ -113,7 +118,7 @@ fn describe(item: &pb::TurnItem) -> String {
     };
     let due = match item.due_at_unix_micros {
         Some(due) => {
-            let now = chrono::Utc::now().timestamp_micros();
+            let now = now_micros();
             let secs = (due - now) / 1_000_000;
             let span = |s: i64| if s >= 3600 { format!("{}h", s / 3600) } else { format!("{s}s") };
             if secs >= 0 { format!(", due in {}", span(secs)) } else { format!(", due {} ago", span(-secs)) }
@@ -155,7 +160,14 @@ async fn opportunities(client: &Client) -> Result<Vec<pb::Opportunity>, CliError
     Ok(items)
 }
 
-fn heading(n: u32, title: &str) {
+/// Now, in microseconds since the Unix epoch (the system clock; chrono's clock feature is not
+/// enabled for this crate).
+fn now_micros() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn heading(n: u32, title: &str) {
     println!("\nStep {n}. {title}");
 }
 
@@ -195,7 +207,7 @@ async fn assign(
     }
 }
 
-async fn take_and_deliver(worker: &Agent, assignment: &str, output: &str) -> Result<(), CliError> {
+pub(crate) async fn take_and_deliver(worker: &Agent, assignment: &str, output: &str) -> Result<(), CliError> {
     let take = pb::TakeAssignmentRequest { assignment: assignment.to_string(), ..Default::default() };
     worker.client.take_assignment(take, None).await.map_err(|e| failed("take an assignment", e))?;
     let deliver = pb::DeliverAssignmentRequest {
@@ -207,7 +219,7 @@ async fn take_and_deliver(worker: &Agent, assignment: &str, output: &str) -> Res
     Ok(())
 }
 
-async fn adopt(lead: &Agent, assignment: &str) -> Result<(), CliError> {
+pub(crate) async fn adopt(lead: &Agent, assignment: &str) -> Result<(), CliError> {
     let req = pb::AdoptAssignmentRequest { assignment: assignment.to_string(), ..Default::default() };
     lead.client.adopt_assignment(req, None).await.map_err(|e| failed("adopt an assignment", e))?;
     Ok(())
@@ -221,7 +233,7 @@ async fn state_of(agent: &Agent, assignment: &str) -> Result<pb::Assignment, Cli
 /// Runs the demo.
 pub async fn run(settings: Settings) -> Result<(), CliError> {
     let endpoints = settings.resolve_endpoints()?;
-    let options = ClientOptions { call_timeout: settings.timeout, max_retries: settings.retries, ..Default::default() };
+    let options = settings.options();
     let anonymous = Client::connect(endpoints.clone(), None, options.clone()).await?;
     println!(
         "Kungfu demo against {}: four agents, one thread, assignments, a Task and a deadline.",

@@ -1,9 +1,12 @@
 //! The errors of the command line and the one table that maps each to an exit status.
 //!
 //! Every error is printed as `error: <CODE>: <message>`, then `field: <field>` when one is at
-//! fault, `idempotency key: <key>` when the outcome of a write is unknown, and `next step: <step>`.
-//! With `--json` the same error is printed on stderr as one JSON object on the last line.
+//! fault, `fak reason: <name>` when the refusal carries one (the name fak gives the same refusal,
+//! COORDINATION §2.8), `idempotency key: <key>` when the outcome of a write is unknown, and
+//! `next step: <step>`. With `--json` the same error is printed on stderr as one JSON object on the
+//! last line.
 
+use kungfu_client::coord::Error as CoordError;
 use kungfu_client::{Code, Error as SdkError, NextStep};
 
 /// The exit status of each class of error; the `--help` text documents the same table.
@@ -26,7 +29,9 @@ Exit status:
      NOT_AUTHOR, NOT_ADDRESSEE, NOT_TAKER, NOT_CREATOR, NOT_REQUESTER, JUDGMENT_FORFEITED, OWN_TASK,
      NOT_ELIGIBLE, NOT_ENTITLED, GRANT_INVALID)
   5  state or precondition (INVALID_STATE, THREAD_CLOSED, SOLE_GOVERNOR, MEMORY_WITHDRAWN, NO_EFFECT,
-     NO_PENDING_RESPONSE, TASK_PAUSED, DEADLINE_PASSED, ADOPTION_LIMIT_REACHED)
+     NO_PENDING_RESPONSE, TASK_PAUSED, DEADLINE_PASSED, ADOPTION_LIMIT_REACHED, TRUST_VIOLATION,
+     STALE_BASE, DUPLICATE_ID; and the command line's own verdicts GATHER_INCOMPLETE,
+     BARRIER_BROKEN, BARRIER_WAITING, COMBINE_REFUSED)
   6  limits and rates (LIMIT_EXCEEDED, RATE_LIMITED)
   7  unavailable or indeterminate (UNAVAILABLE, NOT_LEADER, no node answered); for a write, the
      idempotency key is printed: run the same command again with --idempotency-key <key>";
@@ -42,6 +47,8 @@ pub struct CliError {
     pub field: Option<String>,
     /// What to do next, as one of the protocol's next steps.
     pub next: String,
+    /// The name fak gives the same refusal (COORDINATION §2.8), when the server sent one.
+    pub fak_reason: Option<String>,
     /// The idempotency key to retry a write with, when its outcome is unknown.
     pub idempotency_key: Option<String>,
     /// The exit status.
@@ -52,6 +59,19 @@ impl CliError {
     /// A local usage error: a missing or malformed argument, an unreadable input file.
     pub fn usage(message: impl Into<String>) -> CliError {
         CliError::local("USAGE", message, NextStep::Revise.as_str(), EXIT_USAGE)
+    }
+
+    /// A verdict of the command line itself about what the server answered (a gather that is not
+    /// fully delivered, a broken barrier): `code` is the command's own stable code, never a
+    /// server's.
+    pub fn verdict(code: &str, message: impl Into<String>, next: NextStep, exit: i32) -> CliError {
+        CliError::local(code, message, next.as_str(), exit)
+    }
+
+    /// The same error, naming the argument at fault (`--goal`, `--scope`).
+    pub fn with_field(mut self, field: impl Into<String>) -> CliError {
+        self.field = Some(field.into());
+        self
     }
 
     /// Any other local failure, such as a profile that cannot be written.
@@ -65,6 +85,7 @@ impl CliError {
             message: message.into(),
             field: None,
             next: next.to_string(),
+            fak_reason: None,
             idempotency_key: None,
             exit,
         }
@@ -75,6 +96,9 @@ impl CliError {
         eprintln!("error: {}: {}", self.code, self.message);
         if let Some(f) = &self.field {
             eprintln!("field: {f}");
+        }
+        if let Some(f) = &self.fak_reason {
+            eprintln!("fak reason: {f}");
         }
         if let Some(k) = &self.idempotency_key {
             eprintln!("idempotency key: {k} (run the same command again with --idempotency-key {k})");
@@ -87,6 +111,7 @@ impl CliError {
                     "message": self.message,
                     "field": self.field,
                     "next_step": self.next,
+                    "fak_reason": self.fak_reason,
                     "idempotency_key": self.idempotency_key,
                     "exit_status": self.exit,
                 }
@@ -123,7 +148,12 @@ pub fn exit_status(code: Code) -> i32 {
         | Code::NoPendingResponse
         | Code::TaskPaused
         | Code::DeadlinePassed
-        | Code::AdoptionLimitReached => EXIT_STATE,
+        | Code::AdoptionLimitReached
+        // COORDINATION §2.8: the labels of the content are its state (revise it), a freshness race
+        // was lost (re-read and retry), an id is already used (choose another).
+        | Code::TrustViolation
+        | Code::StaleBase
+        | Code::DuplicateId => EXIT_STATE,
         Code::LimitExceeded | Code::RateLimited => EXIT_LIMIT,
         Code::NotLeader | Code::Unavailable => EXIT_UNAVAILABLE,
     }
@@ -133,6 +163,7 @@ impl From<SdkError> for CliError {
     fn from(e: SdkError) -> CliError {
         match e {
             SdkError::Rejected(r) => CliError {
+                fak_reason: r.fak_reason().map(|f| f.as_str().to_string()),
                 code: r.code.as_str().to_string(),
                 message: r.message,
                 field: r.field,
@@ -145,6 +176,7 @@ impl From<SdkError> for CliError {
                 message: format!("the outcome is unknown after retries: {last}"),
                 field: None,
                 next: NextStep::Retry.as_str().to_string(),
+                fak_reason: None,
                 idempotency_key: Some(key),
                 exit: EXIT_UNAVAILABLE,
             },
@@ -153,5 +185,74 @@ impl From<SdkError> for CliError {
             e @ SdkError::SecretLost { .. } => CliError::other(e.to_string()),
             e @ SdkError::NoRandomness(_) => CliError::other(e.to_string()),
         }
+    }
+}
+
+/// The coordination loops' verdicts (COORDINATION §4.5, §4.7) as the command line's own codes: a
+/// failed call keeps its server code.
+impl From<CoordError> for CliError {
+    fn from(e: CoordError) -> CliError {
+        match e {
+            CoordError::Call(e) => e.into(),
+            e @ CoordError::Undelivered { .. } => CliError::verdict(
+                "GATHER_INCOMPLETE",
+                format!("{e}; wait for the deliveries (or fold the ones in hand yourself)"),
+                NextStep::Wait,
+                EXIT_STATE,
+            ),
+            e @ CoordError::Broken { .. } => {
+                CliError::verdict("BARRIER_BROKEN", format!("{e}; it will never release"), NextStep::Stop, EXIT_STATE)
+            }
+            CoordError::Waiting { barrier, waited } => CliError::verdict(
+                "BARRIER_WAITING",
+                format!(
+                    "barrier {t}#{n} still waits for {p} of {s} after {w}s; nothing is lost: kungfu barrier status {t} {n}",
+                    t = barrier.thread,
+                    n = barrier.entry,
+                    p = barrier.pending,
+                    s = barrier.size,
+                    w = waited.as_secs(),
+                ),
+                NextStep::Wait,
+                EXIT_STATE,
+            ),
+            e @ (CoordError::Member(_) | CoordError::Combine(_)) => {
+                CliError::verdict("COMBINE_REFUSED", e.to_string(), NextStep::Revise, EXIT_STATE)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kungfu_client::Rejection;
+    use kungfu_types::FakReason;
+
+    #[test]
+    fn a_trust_violation_keeps_its_fak_reason_next_step_and_state_exit_status() {
+        let r = Rejection::field(Code::TrustViolation, "body", "quarantined content never leaves its author's Memory");
+        let e = CliError::from(SdkError::Rejected(r));
+        assert_eq!(e.code, "TRUST_VIOLATION");
+        assert_eq!(e.fak_reason.as_deref(), Some("TRUST_VIOLATION"));
+        assert_eq!(e.next, "revise");
+        assert_eq!(e.field.as_deref(), Some("body"));
+        assert_eq!(e.exit, EXIT_STATE);
+    }
+
+    #[test]
+    fn a_site_fak_reason_overrides_the_codes_own() {
+        let r = Rejection::new(Code::LimitExceeded, "content too large").with_fak(FakReason::Oversize);
+        let e = CliError::from(SdkError::Rejected(r));
+        assert_eq!(e.fak_reason.as_deref(), Some("OVERSIZE"));
+        assert_eq!(e.exit, EXIT_LIMIT);
+        let routing = CliError::from(SdkError::Rejected(Rejection::new(Code::NotLeader, "elsewhere")));
+        assert_eq!(routing.fak_reason, None, "routing answers are not verdicts and carry no fak reason");
+    }
+
+    #[test]
+    fn stale_base_and_duplicate_id_are_state_errors() {
+        assert_eq!(exit_status(Code::StaleBase), EXIT_STATE);
+        assert_eq!(exit_status(Code::DuplicateId), EXIT_STATE);
     }
 }

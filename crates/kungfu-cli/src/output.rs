@@ -29,6 +29,49 @@ pub fn content_text(c: &Option<kungfu_client::pb::Content>) -> Value {
     }
 }
 
+/// Participant content as one line of text that is safe to print on a terminal (L6: content is
+/// untrusted). Control characters (C0, DEL, C1), the Unicode bidirectional and zero-width format
+/// characters, and the line and paragraph separators are shown as escapes (`\n`, `\u{202e}`);
+/// bytes that are not UTF-8 as `\xNN`; a backslash as `\\`, so every escape is unambiguous. At
+/// most `max_chars` characters of the content are shown, then `…`.
+pub fn escaped(body: &[u8], max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut shown = 0;
+    for chunk in body.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if shown == max_chars {
+                out.push('…');
+                return out;
+            }
+            shown += 1;
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if unsafe_on_a_terminal(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            if shown == max_chars {
+                out.push('…');
+                return out;
+            }
+            shown += 1;
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// Characters that can move the cursor, rewrite a line, reorder what is shown or hide text.
+fn unsafe_on_a_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
 /// Prints a table: a header row and aligned columns, or `(none)` when there are no rows.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
     if rows.is_empty() {
@@ -115,6 +158,23 @@ mod tests {
         assert!(v["state"].as_object().is_some_and(|m| m.contains_key("open")), "{v}");
         let m = pb::Member { agent: "ag_1".into(), role: pb::Role::Governor as i32 };
         assert_eq!(to_json(&m)["role"], "Governor");
+    }
+
+    #[test]
+    fn escaped_content_has_no_control_or_reordering_characters() {
+        let hostile = "ok\u{1b}[2J\r\nrm -rf\t\u{7}\u{9b}31m\u{202e}txt.exe\u{200b}\\n".as_bytes();
+        let shown = escaped(hostile, 200);
+        assert!(!shown.chars().any(unsafe_on_a_terminal), "{shown:?}");
+        assert_eq!(shown, "ok\\u{1b}[2J\\r\\nrm -rf\\t\\u{7}\\u{9b}31m\\u{202e}txt.exe\\u{200b}\\\\n");
+    }
+
+    #[test]
+    fn escaped_content_keeps_text_marks_bad_bytes_and_truncates_by_characters() {
+        assert_eq!(escaped("héllo, 世界".as_bytes(), 100), "héllo, 世界");
+        assert_eq!(escaped(b"a\xffb", 100), "a\\xffb");
+        assert_eq!(escaped("ééééé".as_bytes(), 3), "ééé…");
+        assert_eq!(escaped(b"abc", 3), "abc", "exactly the limit is not truncated");
+        assert_eq!(escaped(b"", 3), "");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The typed methods: one per action and read of the six protocol services (agents, memories,
-//! threads, assignments, tasks, turn), plus [`Client::register`], helpers that page through a
-//! whole turn or timeline, and the operator calls of `AdminService`.
+//! The typed methods: one per action and read of the seven agent services (agents, memories,
+//! threads, assignments, tasks, coordination, turn), plus [`Client::register`], helpers that page
+//! through a whole turn or timeline, and the operator calls of `AdminService`. The coordination
+//! loops built on these calls (blocking receive, gather, barrier) are in [`coord`](crate::coord).
 //!
 //! A write takes its request (a `pb` message or a builder that converts into one) and an optional
 //! idempotency key. The key used is, in order: the `key` argument, the request's own

@@ -17,9 +17,15 @@
 //!
 //! Table of contents:
 //! - [`client`]: [`Client`], [`ClientOptions`], [`Backoff`], [`Consistency`], and the retry loop.
-//! - [`calls`]: the typed methods, one per action and read of the six protocol services, plus
-//!   [`Client::register`], paging helpers and [`Registered`].
-//! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content).
+//! - [`calls`]: the typed methods, one per action and read of the seven agent services (agents,
+//!   memories, threads, assignments, tasks, coordination, turn), plus [`Client::register`], paging
+//!   helpers and [`Registered`].
+//! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content, labels
+//!   and labeled bodies, the addressees of a send, [`Message`], [`Scatter`]).
+//! - [`coord`]: the coordination loops over those calls (COORDINATION §3.5, §4.5, §4.7): blocking
+//!   receive ([`Client::recv`], [`coord::Mailbox`]), gather in rank order and its fold
+//!   ([`Client::gather`], [`Client::gather_and_combine`]), barrier and its wait
+//!   ([`Client::barrier`], [`Client::wait_barrier`]), broadcast ([`Client::broadcast`]).
 //! - [`error`]: [`Error`] and [`Written`].
 //! - [`reduce`]: the gather reductions ([`reduce::combine`]), pure folds of members' outputs.
 //! - [`topology`]: declared topologies over a group's members ([`topology::Topology`]), pure.
@@ -31,17 +37,21 @@
 pub mod build;
 pub mod calls;
 pub mod client;
+pub mod coord;
 pub mod error;
 pub mod reduce;
 pub mod topology;
 pub mod watch;
 
-pub use build::{Post, content, new_assignment, text};
+pub use build::{
+    Message, Post, Scatter, content, labeled, labeled_text, new_assignment, pinned, text, to_agents, to_all_speakers,
+    to_nobody,
+};
 pub use calls::Registered;
 pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
 pub use error::{Error, Written};
 pub use kungfu_api::pb;
 pub use kungfu_api::status_rejection;
-pub use kungfu_types::{Code, NextStep, Rejection};
+pub use kungfu_types::{AgentId, Code, FakReason, Labels, NextStep, Rejection, Scope, Taint};
 /// The gRPC status a watch stream can fail with mid-stream.
 pub use tonic::Status as GrpcStatus;

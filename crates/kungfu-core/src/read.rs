@@ -523,6 +523,8 @@ pub fn working_set(
             if m.author == agent && m.is_valid() {
                 available.extend([ActionKind::UpdateMemory, ActionKind::WithdrawMemory]);
                 available.push(if m.is_public() { ActionKind::UnpublishMemory } else { ActionKind::PublishMemory });
+                // The coordination layer (design §1.1): a labeled version, an explicit widening.
+                available.extend([ActionKind::WriteLabeled, ActionKind::WidenScope]);
             }
             ObjectSummary::Memory {
                 id,
@@ -547,7 +549,8 @@ pub fn working_set(
             let sole_governor = me.role == Role::Governor && t.governors == 1;
             if t.is_open() {
                 if me.role.may_speak() {
-                    available.push(ActionKind::Post);
+                    // Send and Scatter are posts of the coordination layer: the same right (§6.3).
+                    available.extend([ActionKind::Post, ActionKind::Send, ActionKind::Scatter]);
                 }
                 if me.role == Role::Governor {
                     available.extend([

@@ -3,10 +3,10 @@
 //! like storage would, and after every apply checks every invariant ([`validate`]) and, when asked,
 //! that rebuilding from the facts gives the live state (L1). Not used by production code.
 
-use crate::action::{Action, Command, NewGrant, PostBody, Principal};
+use crate::action::{Action, Addressees, Command, LabeledBody, NewGrant, PostBody, Principal, RankGoal};
 use crate::engine::{Applied, apply};
 use crate::limits::Limits;
-use crate::model::ObligationId;
+use crate::model::{ObligationId, Pin, ScatterRank};
 use crate::read;
 use crate::rebuild::{rebuild, without_receipts};
 use crate::receipt::ActionResult;
@@ -14,7 +14,8 @@ use crate::secret::{fingerprint, hash_secret};
 use crate::state::{MemState, StateExt};
 use crate::validate::validate;
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Micros, Rejection, Role, ThreadId, Timestamp,
+    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Labels, MemoryId, Micros, Rejection, Role, Scope,
+    ThreadId, Timestamp,
 };
 use std::collections::BTreeSet;
 
@@ -92,6 +93,11 @@ impl World {
                 applied.facts
             );
         }
+        if applied.changes.is_empty() {
+            // Nothing changed (a rejection with no deadline to settle, a replay): the invariants
+            // checked after the last change still hold, so the costly checks are skipped.
+            return applied;
+        }
         self.state.commit(&applied.changes);
         if let Err(v) = validate(&self.state) {
             panic!("after {:?}: {v}", cmd.action.kind());
@@ -152,6 +158,16 @@ impl World {
             Ok(r) => panic!("{} by {agent} succeeded but should be rejected: {r:?}", kind.as_str()),
             Err(r) => r,
         }
+    }
+
+    /// An agent action that must be rejected with no effect at all: the state is exactly as it was
+    /// (L2; the caller makes sure no deadline falls due, whose passing would be recorded).
+    #[track_caller]
+    pub fn refused(&mut self, agent: AgentId, action: Action) -> Rejection {
+        let before = self.state.clone();
+        let r = self.err(agent, action);
+        assert!(self.state == before, "the rejected action ({r}) changed the state");
+        r
     }
 
     /// Registers an agent; returns its id.
@@ -233,6 +249,62 @@ impl World {
         };
         match self.ok(creator, action) {
             ActionResult::Posted { assignment: Some(a), .. } => a,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Design §2.5: writes a labeled Memory (`memory: None`) or a labeled new version of the
+    /// author's own Memory; returns the new version's pin.
+    pub fn write_labeled(&mut self, author: AgentId, memory: Option<MemoryId>, text: &str, labels: Labels) -> Pin {
+        match self.ok(author, Action::WriteLabeled { memory, content: Content::from(text), labels }) {
+            ActionResult::LabeledWritten { pin, .. } => pin,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Design §2.5: widens a version's scope; returns the new version's pin.
+    pub fn widen(&mut self, author: AgentId, pin: Pin, scope: Scope) -> Pin {
+        match self.ok(author, Action::WidenScope { pin, scope }) {
+            ActionResult::ScopeWidened { to, .. } => to,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Design §3.3: sends a body to the addressees with no reply; returns (entry, pin, responders).
+    pub fn send(
+        &mut self,
+        author: AgentId,
+        thread: ThreadId,
+        body: LabeledBody,
+        to: Addressees,
+    ) -> (EntrySeq, Pin, BTreeSet<AgentId>) {
+        let action = Action::Send { thread, body, to, reply_to: None, reply_to_latest: false };
+        match self.ok(author, action) {
+            ActionResult::Sent { entry, pin, responders, .. } => (entry, pin, responders),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Design §4.3: scatters one goal per member with default windows; returns (header, ranks in
+    /// rank order).
+    pub fn scatter(
+        &mut self,
+        author: AgentId,
+        thread: ThreadId,
+        header: LabeledBody,
+        goals: Vec<(AgentId, LabeledBody)>,
+    ) -> (EntrySeq, Vec<ScatterRank>) {
+        let action = Action::Scatter {
+            thread,
+            header,
+            goals: goals.into_iter().map(|(member, body)| RankGoal { member, body }).collect(),
+            criteria: Content::from("criteria"),
+            output_structure: None,
+            delivery_window: None,
+            judgment_window: None,
+        };
+        match self.ok(author, action) {
+            ActionResult::Scattered { header, ranks, .. } => (header, ranks),
             other => panic!("unexpected {other:?}"),
         }
     }

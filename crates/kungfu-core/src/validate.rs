@@ -2,10 +2,12 @@
 //! the rule it guards. A violation is a bug in the core; production code that finds one must stop
 //! rather than continue on a corrupt state.
 
+use crate::coord::floor::{self, Context};
+use crate::fact::Fact;
 use crate::keys;
 use crate::model::*;
 use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
-use kungfu_types::{ObjectRef, Role};
+use kungfu_types::{Labels, MemoryId, ObjectRef, Role, Version};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A broken invariant, with the rule it breaks.
@@ -215,6 +217,156 @@ pub fn validate(state: &dyn StateRead) -> Result<(), Violation> {
                     return fail("§8 turn has no stale entries", format!("{id:?}"));
                 }
             }
+        }
+    }
+    check_coordination(state, &records)?;
+    Ok(())
+}
+
+/// The invariants of the coordination layer, part I (design §8.3): labels belong to one existing
+/// version and are written in the command that creates it; labeled content never sits where its
+/// labels forbid (an entry, a Task input, a public Memory's current version); a collective is
+/// exactly the base facts its scatter emitted.
+fn check_coordination(state: &dyn StateRead, records: &[(Vec<u8>, Record)]) -> Result<(), Violation> {
+    let mut labeled: BTreeMap<MemoryId, BTreeMap<Version, Labels>> = BTreeMap::new();
+    for (key, r) in records {
+        match r {
+            Record::Labels(l) => {
+                // At most one per version: the record sits under the key of the version it names.
+                if *key != keys::version_labels(l.memory, l.version) {
+                    return fail("design §8.3 labels keyed by their version", format!("{}/{}", l.memory, l.version));
+                }
+                if state.memory_version(l.memory, l.version).map_err(io)?.is_none() {
+                    return fail("design §8.3 labels name an existing version", format!("{}/{}", l.memory, l.version));
+                }
+                if l.widened_from.is_some_and(|from| from.0 == 0 || from >= l.version) {
+                    return fail(
+                        "design §2.5 a widening is a later version",
+                        format!("{}/{} widens {:?}", l.memory, l.version, l.widened_from),
+                    );
+                }
+                labeled.entry(l.memory).or_default().insert(l.version, l.labels);
+            }
+            Record::Entry(e) => {
+                // Design §2.4: a labeled pin reaches a thread only at fleet scope or wider and never
+                // quarantined; unlabeled pins keep the spec's behaviour (R2).
+                if let Some(labels) = state.labels(e.pin).map_err(io)? {
+                    if floor::floor(labels, Context::ThreadEntry).is_err() {
+                        return fail(
+                            "design §8.3 no entry pins content below its floor",
+                            format!(
+                                "{} entry {} pins {}/{} labeled {labels}",
+                                e.thread, e.seq, e.pin.memory, e.pin.version
+                            ),
+                        );
+                    }
+                }
+            }
+            Record::ContractVersion(cv) => {
+                for pin in &cv.contract.inputs {
+                    if let Some(labels) = state.labels(*pin).map_err(io)? {
+                        if floor::floor(labels, Context::TaskInput).is_err() {
+                            return fail(
+                                "design §8.3 no Task input below its floor",
+                                format!(
+                                    "{} v{} input {}/{} labeled {labels}",
+                                    cv.task, cv.version, pin.memory, pin.version
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            Record::Memory(m) if m.is_public() => {
+                let pin = Pin { memory: m.id, version: m.current };
+                if let Some(labels) = state.labels(pin).map_err(io)? {
+                    if floor::floor(labels, Context::Published).is_err() {
+                        return fail(
+                            "design §8.3 a public Memory's current version is publishable",
+                            format!("{} v{} labeled {labels}", m.id, m.current),
+                        );
+                    }
+                }
+            }
+            Record::Collective(c) => check_collective(state, key, c)?,
+            _ => {}
+        }
+    }
+    // Design §2.2: each label was written by one `VersionLabeled`, right after the fact that
+    // created its version, in the same command. Read from each labeled Memory's journal.
+    for (memory, versions) in &labeled {
+        let journal = state.scan_all(&keys::journal_of(ObjectRef::Memory(*memory))).map_err(io)?;
+        let mut seen: BTreeMap<Version, Labels> = BTreeMap::new();
+        let mut previous: Option<&crate::fact::JournaledFact> = None;
+        for (key, r) in &journal {
+            let Record::Fact(jf) = r else {
+                return Err(io(StateError::corrupt(key, "journal entry is not a fact")));
+            };
+            if let Fact::VersionLabeled { version, labels, .. } = &jf.fact {
+                let created = previous.is_some_and(|p| {
+                    p.seq == jf.seq
+                        && p.idx + 1 == jf.idx
+                        && match &p.fact {
+                            Fact::MemoryCreated { .. } => *version == Version::FIRST,
+                            Fact::MemoryUpdated { version: v, .. } => v == version,
+                            _ => false,
+                        }
+                });
+                if !created {
+                    return fail(
+                        "design §8.3 a version is labeled in the command that creates it",
+                        format!("{memory}/{version} at seq {}", jf.seq),
+                    );
+                }
+                if seen.insert(*version, *labels).is_some() {
+                    return fail("design §8.3 at most one label per version", format!("{memory}/{version}"));
+                }
+            }
+            previous = Some(jf);
+        }
+        if &seen != versions {
+            return fail(
+                "design §8.3 the label records are the label facts",
+                format!("{memory}: records {versions:?}, facts {seen:?}"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Design §8.3: a collective's ranks are in strictly increasing member order; each rank's entry
+/// replies to the header, has the header's author and carries the rank's assignment, addressed to
+/// the rank's member.
+fn check_collective(state: &dyn StateRead, key: &[u8], c: &Collective) -> Result<(), Violation> {
+    const RULE: &str = "design §8.3 a collective is its scatter's base facts";
+    if key != keys::collective(c.thread, c.header).as_slice() {
+        return fail(RULE, format!("{} {} stored under another key", c.thread, c.header));
+    }
+    let Some(header) = state.entry(c.thread, c.header).map_err(io)? else {
+        return fail(RULE, format!("{} header {} does not exist", c.thread, c.header));
+    };
+    if header.author != c.author {
+        return fail(RULE, format!("{} header {} has another author", c.thread, c.header));
+    }
+    if c.ranks.is_empty() {
+        return fail(RULE, format!("{} header {} has no rank", c.thread, c.header));
+    }
+    if c.ranks.windows(2).any(|w| w[0].member >= w[1].member) {
+        return fail("design §4.1 ranks strictly increase by member", format!("{} header {}", c.thread, c.header));
+    }
+    for r in &c.ranks {
+        let at = format!("{} header {} rank {}", c.thread, c.header, r.member);
+        let Some(e) = state.entry(c.thread, r.entry).map_err(io)? else {
+            return fail(RULE, format!("{at}: entry {} does not exist", r.entry));
+        };
+        if e.reply_to != Some(c.header) || e.author != c.author || e.assignment != Some(r.assignment) {
+            return fail(RULE, format!("{at}: entry {} is not the rank's reply with its assignment", r.entry));
+        }
+        let Some(a) = state.assignment(r.assignment).map_err(io)? else {
+            return fail(RULE, format!("{at}: assignment {} does not exist", r.assignment));
+        };
+        if a.addressee != r.member || a.entry != r.entry || a.thread != c.thread || a.creator != c.author {
+            return fail(RULE, format!("{at}: assignment {} is not addressed to the rank", r.assignment));
         }
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! the Memory lifecycle and its read and reference rules, capacity limits, and content that looks
 //! like structure or an instruction changing nothing.
 
+use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
 use kungfu_core::codec::encode;
 use kungfu_core::fact::{Fact, JournaledFact};
 use kungfu_core::model::*;
@@ -259,6 +260,8 @@ fn deactivated_agent_every_action_is_agent_inactive() {
     deactivated(&mut w, x);
 
     let fresh_grant = w.new_grant(Role::Speaker).0;
+    let fleet = Labels::new(Taint::Tainted, Scope::Fleet);
+    let body = LabeledBody::Content { content: Content::from("b"), labels: fleet };
     let actions = vec![
         Action::CreateMemory { content: Content::from("c") },
         Action::UpdateMemory { memory: m, content: Content::from("c") },
@@ -291,6 +294,19 @@ fn deactivated_agent_every_action_is_agent_inactive() {
         Action::DropEngagement { engagement: eng },
         Action::AdoptEngagement { engagement: eng },
         Action::RejectEngagement { engagement: eng, reason: Content::from("r") },
+        // The coordination layer (design §2.5, §3.3, §4.3).
+        Action::WriteLabeled { memory: None, content: Content::from("c"), labels: fleet },
+        Action::WidenScope { pin: Pin { memory: m, version: Version::FIRST }, scope: Scope::Public },
+        Action::Send { thread: t, body: body.clone(), to: Addressees::Nobody, reply_to: None, reply_to_latest: false },
+        Action::Scatter {
+            thread: t,
+            header: body.clone(),
+            goals: vec![RankGoal { member: y, body }],
+            criteria: Content::from("c"),
+            output_structure: None,
+            delivery_window: None,
+            judgment_window: None,
+        },
     ];
     // Every agent action of the protocol is covered (all kinds but registration, deactivation, expiry).
     let kinds: BTreeSet<ActionKind> = actions.iter().map(Action::kind).collect();

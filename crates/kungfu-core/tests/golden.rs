@@ -24,6 +24,7 @@
 //! bytes here only together with that version bump. Appending a variant at the end of an enum
 //! changes no existing bytes: add its case here.
 
+use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
 use kungfu_core::codec;
 use kungfu_core::keys::{self, Family, Key};
 use kungfu_core::model::*;
@@ -56,6 +57,8 @@ const DAY: Micros = Micros(86_400_000_000);
 const HASH: SecretHash = SecretHash([0xab; 32]);
 const HASH2: SecretHash = SecretHash([0x12; 32]);
 const PIN: Pin = Pin { memory: MEM, version: V };
+/// Labels with a non-zero index in both fields, so a swapped field order shows in the bytes.
+const LABELS: Labels = Labels { taint: Taint::Quarantined, scope: Scope::Tenant };
 
 fn c(s: &str) -> Content {
     Content::from(s)
@@ -351,6 +354,37 @@ fn every_command_encodes_to_its_golden_bytes() {
             None,
             TS,
         ) => "03210333fa00bb73b7d84a26f8af0b4303daf9764e1f04a8e2acb44cd7096eebacb9668c55b4fd00401e18240a0600";
+        WriteLabeled: by(AG, Action::WriteLabeled { memory: Some(MEM), content: c("w"), labels: LABELS })
+            => "\
+                000722010b0177020201056b65792d31608562723c67b3f149e658a0f45b452cf10592c6f23b88e7bf0bb93459823a75\
+                fd00401e18240a0600";
+        WidenScope: by(AG, Action::WidenScope { pin: PIN, scope: Scope::Public })
+            => "\
+                0007230b020301056b65792d316191f32a03afd3af275b66679d9b13e25b7c5caa31eae2ff7ac353ad2dc75af9fd0040\
+                1e18240a0600";
+        Send: by(AG, Action::Send {
+            thread: TH,
+            body: LabeledBody::Content { content: c("b"), labels: Labels::new(Taint::Tainted, Scope::Fleet) },
+            to: Addressees::Agents(set(&[AG2, AG3])),
+            reply_to: Some(EntrySeq(2)),
+            reply_to_latest: true,
+        }) => "\
+            000724150101620101010208fb2c0101020101056b65792d31de38cce90e37c4fc703c711113b494c9fc1af691bd7660\
+            e90dc01bf6c5bbca02fd00401e18240a0600";
+        Scatter: by(AG, Action::Scatter {
+            thread: TH,
+            header: LabeledBody::Pin(PIN),
+            goals: vec![
+                RankGoal { member: AG3, body: LabeledBody::Pin(PIN) },
+                RankGoal { member: AG2, body: LabeledBody::Content { content: c("g"), labels: LABELS } },
+            ],
+            criteria: c("crit"),
+            output_structure: Some(c("os")),
+            delivery_window: Some(HOUR),
+            judgment_window: None,
+        }) => "\
+            00072515000b0202fb2c01000b02080101670202046372697401026f7301fc00a493d60001056b65792d319df8f9706d\
+            1d62cd89ed5582fb6dc1ae8651321f36c9852eb1909794c0d8c153fd00401e18240a0600";
     });
     assert_eq!(cases.len(), ActionKind::ALL.len(), "one command per action kind");
     check(&cases);
@@ -374,6 +408,33 @@ fn every_action_part_encodes_to_its_golden_bytes() {
         Speaker: Role::Speaker => "01";
         Governor: Role::Governor => "02";
     }));
+    // The coordination layer's action parts (design §2–§4).
+    check(&golden_cases!("LabeledBody", LabeledBody {
+        Pin: LabeledBody::Pin(PIN) => "000b02";
+        Content: LabeledBody::Content { content: c("body"), labels: LABELS } => "0104626f64790202";
+    }));
+    check(&golden_cases!("Addressees", Addressees {
+        Nobody: Addressees::Nobody => "00";
+        Agents: Addressees::Agents(set(&[AG2, AG3])) => "010208fb2c01";
+        AllSpeakers: Addressees::AllSpeakers => "02";
+    }));
+    check(&[Golden {
+        name: "RankGoal".to_string(),
+        value: RankGoal { member: AG3, body: LabeledBody::Content { content: c("g"), labels: LABELS } },
+        hex: "fb2c010101670202",
+    }]);
+    check(&golden_cases!("Taint", Taint {
+        Trusted: Taint::Trusted => "00";
+        Tainted: Taint::Tainted => "01";
+        Quarantined: Taint::Quarantined => "02";
+    }));
+    check(&golden_cases!("Scope", Scope {
+        Agent: Scope::Agent => "00";
+        Fleet: Scope::Fleet => "01";
+        Tenant: Scope::Tenant => "02";
+        Public: Scope::Public => "03";
+    }));
+    check(&[Golden { name: "Labels".to_string(), value: LABELS, hex: "0202" }]);
 }
 
 /// The action kinds: their bincode index is in every receipt, their wire name in every receipt key.
@@ -414,6 +475,10 @@ fn every_action_kind_encodes_to_its_golden_bytes_and_name() {
         AdoptEngagement: ActionKind::AdoptEngagement => "1f";
         RejectEngagement: ActionKind::RejectEngagement => "20";
         Expire: ActionKind::Expire => "21";
+        WriteLabeled: ActionKind::WriteLabeled => "22";
+        WidenScope: ActionKind::WidenScope => "23";
+        Send: ActionKind::Send => "24";
+        Scatter: ActionKind::Scatter => "25";
     });
     check(&cases);
     // The wire names are written into receipt keys: renaming one would orphan stored receipts.
@@ -453,6 +518,10 @@ fn every_action_kind_encodes_to_its_golden_bytes_and_name() {
         ActionKind::AdoptEngagement => "adopt_engagement",
         ActionKind::RejectEngagement => "reject_engagement",
         ActionKind::Expire => "expire",
+        ActionKind::WriteLabeled => "write_labeled",
+        ActionKind::WidenScope => "widen_scope",
+        ActionKind::Send => "send",
+        ActionKind::Scatter => "scatter",
     };
     for case in &cases {
         assert_eq!(case.value.as_str(), pinned(case.value), "the wire name of {:?}", case.value);
@@ -475,6 +544,10 @@ fn contract() -> Contract {
         eligibility: Eligibility { registered_before: Some(TS0), excluded: set(&[AG3]) },
         max_adoptions: Some(5),
     }
+}
+
+fn rank(member: AgentId, entry: u64, assignment: AssignmentId) -> ScatterRank {
+    ScatterRank { member, entry: EntrySeq(entry), assignment }
 }
 
 fn spec() -> AssignmentSpec {
@@ -574,6 +647,17 @@ fn every_fact_encodes_to_its_golden_bytes() {
             due_at: TS,
             result: ExpiryResult::Undecided,
         } => "1f021f0215fd00401e18240a060001";
+        VersionLabeled: Fact::VersionLabeled {
+            memory: MEM,
+            version: V,
+            labels: LABELS,
+            widened_from: Some(Version(1)),
+        } => "200b0202020101";
+        Scattered: Fact::Scattered {
+            thread: TH,
+            header: E,
+            ranks: vec![rank(AG2, 4, ASG), rank(AG3, 5, AssignmentId(32))],
+        } => "2115030208041ffb2c010520";
     }));
 }
 
@@ -750,7 +834,33 @@ fn every_record_encodes_to_its_golden_bytes() {
                 },
             },
         }) => "0fcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd0afd00401e18240a0600000a150801fa01";
+        Labels: Record::Labels(VersionLabels { memory: MEM, version: V, labels: LABELS, widened_from: None })
+            => "100b02020200";
+        Collective: Record::Collective(Collective {
+            thread: TH,
+            header: E,
+            author: AG,
+            formed_at: TS,
+            ranks: vec![rank(AG2, 4, ASG), rank(AG3, 5, AssignmentId(32))],
+        }) => "11150307fd00401e18240a06000208041ffb2c010520";
     }));
+}
+
+/// The coordination layer's records as structs (design §8.1), so a field moved inside one shows
+/// here by its own name and not only inside the record that holds it.
+#[test]
+fn every_coordination_record_struct_encodes_to_its_golden_bytes() {
+    check(&[Golden {
+        name: "VersionLabels".to_string(),
+        value: VersionLabels { memory: MEM, version: V, labels: LABELS, widened_from: Some(Version(1)) },
+        hex: "0b0202020101",
+    }]);
+    check(&[Golden { name: "ScatterRank".to_string(), value: rank(AG3, 5, ASG), hex: "fb2c01051f" }]);
+    check(&[Golden {
+        name: "Collective".to_string(),
+        value: Collective { thread: TH, header: E, author: AG, formed_at: TS0, ranks: vec![rank(AG2, 4, ASG)] },
+        hex: "150307fa0108041f",
+    }]);
 }
 
 /// The enums nested in records and index values, one case per variant.
@@ -959,6 +1069,20 @@ fn every_receipt_encodes_to_its_golden_bytes() {
         Expired: receipt(K::Expire, R::Expired {
             ended: vec![ObligationId::AssignmentDelivery(ASG), ObligationId::EngagementJudgment(ENG)],
         }) => "21fd00401e18240a060001642102011f0433";
+        Sent: receipt(K::Send, R::Sent { thread: TH, entry: E, pin: PIN, responders: set(&[AG2, AG3]), readers: 4 })
+            => "24fd00401e18240a060001642215030b020208fb2c0104";
+        LabeledWritten: receipt(K::WriteLabeled, R::LabeledWritten { pin: PIN, labels: LABELS })
+            => "22fd00401e18240a06000164230b020202";
+        ScopeWidened: receipt(K::WidenScope, R::ScopeWidened {
+            from: PIN,
+            to: Pin { memory: MEM, version: Version(3) },
+            scope: Scope::Public,
+        }) => "23fd00401e18240a06000164240b020b0303";
+        Scattered: receipt(K::Scatter, R::Scattered {
+            thread: TH,
+            header: E,
+            ranks: vec![rank(AG2, 4, ASG), rank(AG3, 5, AssignmentId(32))],
+        }) => "25fd00401e18240a060001642515030208041ffb2c010520";
     });
     check(&cases);
     // `Receipt::to_bytes` is what a replay returns: the same canonical bytes.
@@ -1008,6 +1132,8 @@ fn every_key_kind_has_its_golden_layout() {
             keys::obligation(ObligationId::Response { thread: TH, entry: E, responder: AG2 }),
             "010c01000000000000001500000000000000030000000000000008",
         ),
+        kv("version_labels", keys::version_labels(MEM, V), "010d000000000000000b00000002"),
+        kv("collective", keys::collective(TH, E), "011200000000000000150000000000000003"),
         kv(
             "turn",
             keys::turn(AG2, TS, ObligationId::AssignmentDelivery(ASG)),

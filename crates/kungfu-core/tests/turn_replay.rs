@@ -727,6 +727,10 @@ fn working_set_offers_post_to_speaker_not_observer() {
     let ob = ws(&w, o, ObjectRef::Thread(t)).available;
     assert!(sp.contains(&ActionKind::Post) && sp.contains(&ActionKind::Leave));
     assert!(!ob.contains(&ActionKind::Post) && ob.contains(&ActionKind::Leave));
+    // The coordination layer's posts need the same right.
+    for k in [ActionKind::Send, ActionKind::Scatter] {
+        assert!(sp.contains(&k) && !ob.contains(&k), "{k:?}: {sp:?} / {ob:?}");
+    }
     for governor_only in [ActionKind::IssueGrant, ActionKind::ChangeRole, ActionKind::Remove, ActionKind::CloseThread] {
         assert!(!sp.contains(&governor_only) && !ob.contains(&governor_only));
     }

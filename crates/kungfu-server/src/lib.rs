@@ -15,8 +15,8 @@
 //! - [`watch`]: watch streams of a thread's entries and of an agent's turn, resumable without gap.
 //! - [`actors`]: one actor per live Thread and Task: serializes, pre-checks, bounded, passivated.
 //! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
-//! - [`grpc`]: the gRPC door: the six protocol services, the operator and watch services, request
-//!   forwarding and oversize refusals, serving with health and reflection.
+//! - [`grpc`]: the gRPC door: the six protocol services and `CoordService`, the operator and watch
+//!   services, request forwarding and oversize refusals, serving with health and reflection.
 //! - [`metrics`]: Prometheus metrics (actions, rejections, raft, deadline lateness).
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
 //! - [`secrets`]: generation of agent keys and admission grants.

@@ -5,6 +5,7 @@
 use crate::backend::{Backend, Read};
 use crate::credentials::Caller;
 use kungfu_api::request as rq;
+use kungfu_core::coord::read::{self as coord, BarrierView, CollectiveView, MailboxPage};
 use kungfu_core::model::{Assignment, Engagement, Entry, Response};
 use kungfu_core::read::{self, EntryView, MemoryView, OpportunityPage, ReferencedTask, TaskView, TurnPage, WorkingSet};
 use kungfu_types::{AssignmentId, EngagementId, ObjectRef, Rejection};
@@ -87,5 +88,22 @@ impl Backend {
 
     pub async fn working_set(&self, c: &Caller, object: ObjectRef) -> Result<Read<WorkingSet>, Rejection> {
         self.read_as(c.consistency, |s, l, now| read::working_set(s, c.agent, object, now, l)).await
+    }
+
+    /// COORDINATION §3.5: a page of the caller's mailbox after its own cursor.
+    pub async fn mailbox(&self, c: &Caller, q: rq::MailboxQuery) -> Result<Read<MailboxPage>, Rejection> {
+        self.read_as(c.consistency, |s, l, _| coord::mailbox(s, c.agent, q.thread, q.after, q.filter, q.page_size, l))
+            .await
+    }
+
+    /// COORDINATION §4.5: a collective gathered, rank by rank.
+    pub async fn collective(&self, c: &Caller, q: rq::CollectiveQuery) -> Result<Read<CollectiveView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| coord::collective(s, c.agent, q.thread, q.header, q.include_outputs))
+            .await
+    }
+
+    /// COORDINATION §4.7: an entry read as a barrier.
+    pub async fn barrier(&self, c: &Caller, q: rq::EntryQuery) -> Result<Read<BarrierView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| coord::barrier(s, c.agent, q.thread, q.entry)).await
     }
 }

@@ -57,8 +57,10 @@ pub struct MailItem {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MailboxPage {
     pub items: Vec<MailItem>,
-    /// Where the next read starts (the last entry examined). None when the read reached the end of
-    /// the thread: the client keeps its cursor and waits (`WatchThread`) for new entries.
+    /// Where the next read starts: the last entry this read examined, whether or not it matched
+    /// the filter, so a filtered reader's cursor moves past what it has seen and never re-reads it.
+    /// None when there was no entry after the cursor: the reader is caught up, keeps its cursor and
+    /// waits (`WatchThread` from the same number) for new entries.
     pub next_after: Option<EntrySeq>,
 }
 
@@ -84,9 +86,11 @@ pub fn mailbox(
     let prefix = keys::entries_of(thread);
     let after_key = after.map(|s| keys::entry(thread, s));
     let rows = state.scan(&prefix, after_key.as_deref(), budget)?;
-    let exhausted = rows.len() < budget;
     let mut items = Vec::new();
     let mut bytes = 0usize;
+    // Whether an item of this page carries its content yet: the first readable one always does,
+    // whatever its size, so every page makes progress (an unreadable or held item carries none).
+    let mut carried = false;
     let mut last_examined = None;
     for (key, r) in rows {
         let Record::Entry(entry) = r else {
@@ -100,15 +104,17 @@ pub fn mailbox(
         // At least one item always carries its content; later ones only within the budget.
         let size = content.as_ref().map_or(0, Content::len);
         let (content, content_omitted) = match content {
-            Some(c) if items.is_empty() || bytes.saturating_add(size) <= coord.max_mailbox_page_bytes => {
+            Some(c) if !carried || bytes.saturating_add(size) <= coord.max_mailbox_page_bytes => {
                 bytes = bytes.saturating_add(size);
+                carried = true;
                 (Some(c), false)
             }
             Some(_) => (None, true),
             None => (None, false),
         };
         let my_response = if entry.responders.contains(&agent) {
-            crate::read::read_response(state, agent, thread, entry.seq, agent).ok()
+            // A state that cannot be read fails the read rather than look like "not asked".
+            Some(crate::read::read_response(state, agent, thread, entry.seq, agent)?)
         } else {
             None
         };
@@ -117,14 +123,9 @@ pub fn mailbox(
             break;
         }
     }
-    let next_after = if exhausted && items.len() < page_size { None } else { last_examined };
-    // A page that stopped on a full page is resumed from its last item; one that ran out of budget
-    // from the last entry examined; one that reached the end returns no cursor.
-    let next_after = match (next_after, items.last()) {
-        (Some(_), Some(last)) if items.len() >= page_size => Some(last.entry.seq),
-        (n, _) => n,
-    };
-    Ok(MailboxPage { items, next_after })
+    // A full page stops at its last item, which is the last entry examined; a page that ran out of
+    // budget or reached the end stops at the last entry it looked at.
+    Ok(MailboxPage { items, next_after: last_examined })
 }
 
 // --- Design §4.5 Gather ---------------------------------------------------------------------------
@@ -196,6 +197,8 @@ pub fn collective(
         let mut a = state
             .assignment(r.assignment)?
             .ok_or_else(|| StateError::corrupt(&key, "a rank's assignment is missing"))?;
+        // Open or taken: still running. Delivered or ended (voided, dropped, timed out) counts as
+        // complete: its rank will not change but by judgment.
         if a.state.is_undelivered() {
             complete = false;
         }
@@ -216,9 +219,6 @@ pub fn collective(
         };
         ranks.push(RankView { rank: rank as u32, member: r.member, entry: r.entry, assignment: a, output_omitted });
     }
-    // An undelivered rank that ended (voided, dropped, timed out) is terminal: complete.
-    let complete =
-        complete || ranks.iter().all(|r| r.assignment.state.is_terminal() || !r.assignment.state.is_undelivered());
     Ok(CollectiveView { thread, header, author: c.author, formed_at: c.formed_at, ranks, complete, all_delivered })
 }
 

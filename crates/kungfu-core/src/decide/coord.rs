@@ -296,15 +296,14 @@ fn addressees(cx: &Cx<'_>, thread: ThreadId, me: AgentId, to: &Addressees) -> Re
         Addressees::AllSpeakers => {
             let mut all = speakers_of(cx, thread)?;
             all.remove(&me);
-            if all.len() > LIMITS.max_collective_members {
+            // A combined action gains no permission (L2, design R3): its base `Post` could ask at
+            // most `max_ask`, so a group send asks at most that many too.
+            let bound = LIMITS.max_collective_members.min(cx.limits.max_ask);
+            if all.len() > bound {
                 return reject_field(
                     Code::LimitExceeded,
                     "to.all_speakers",
-                    format!(
-                        "the thread has {} other speakers; a group has at most {}: split it",
-                        all.len(),
-                        LIMITS.max_collective_members
-                    ),
+                    format!("the thread has {} other speakers; a group send asks at most {bound}: split it", all.len()),
                 );
             }
             all

@@ -1,4 +1,5 @@
-//! The six protocol services of `proto/kungfu/v1` over the service layer. Each call reads its
+//! The protocol services of `proto/kungfu/v1` (the six of the base protocol and the coordination
+//! layer's `CoordService`) over the service layer. Each call reads its
 //! credentials from the request, authenticates through the service layer, converts the request at
 //! the one boundary (`kungfu-api`: malformed input is INVALID_ARGUMENT naming the field), and
 //! either writes the action and answers from its receipt, or reads one consistent snapshot, in
@@ -359,5 +360,54 @@ impl pb::turn_service_server::TurnService for Api {
         let object = rq::working_set_query(request.get_ref())?;
         let ws = self.b.working_set(&me, object).await.map_err(status)?;
         Ok(respond(ws, |v| pb::WorkingSet::from(&v)))
+    }
+}
+
+/// COORDINATION §7.2: the coordination layer. Its writes are ordinary actions (each a base
+/// sequence the core checks and applies atomically), so they take the same path as every other
+/// write; its reads are ordinary reads on one snapshot.
+#[tonic::async_trait]
+impl pb::coord_service_server::CoordService for Api {
+    async fn write_labeled(
+        &self,
+        request: Request<pb::WriteLabeledRequest>,
+    ) -> Result<Response<pb::WriteLabeledResponse>, Status> {
+        self.agent_write(request, rq::write_labeled_action).await
+    }
+    async fn widen_scope(
+        &self,
+        request: Request<pb::WidenScopeRequest>,
+    ) -> Result<Response<pb::WidenScopeResponse>, Status> {
+        self.agent_write(request, rq::widen_scope_action).await
+    }
+    async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
+        self.agent_write(request, rq::send_action).await
+    }
+    async fn scatter(&self, request: Request<pb::ScatterRequest>) -> Result<Response<pb::ScatterResponse>, Status> {
+        self.agent_write(request, rq::scatter_action).await
+    }
+
+    async fn get_mailbox(&self, request: Request<pb::GetMailboxRequest>) -> Result<Response<pb::Mailbox>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = rq::mailbox_query(request.get_ref())?;
+        let page = self.b.mailbox(&me, q).await.map_err(status)?;
+        Ok(respond(page, |p| pb::Mailbox::from(&p)))
+    }
+
+    async fn get_collective(
+        &self,
+        request: Request<pb::GetCollectiveRequest>,
+    ) -> Result<Response<pb::Collective>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = rq::collective_query(request.get_ref())?;
+        let v = self.b.collective(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::Collective::from(&v)))
+    }
+
+    async fn get_barrier(&self, request: Request<pb::GetBarrierRequest>) -> Result<Response<pb::Barrier>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = rq::barrier_query(request.get_ref())?;
+        let v = self.b.barrier(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::Barrier::from(&v)))
     }
 }

@@ -10,7 +10,7 @@
 //!   of codes with `google.rpc.ErrorInfo`), and a stale read's staleness into response metadata
 //!   ([`respond`]).
 //!
-//! Files: [`api`] (the six protocol services), [`admin`] (the operator service), [`watch`] (the
+//! Files: [`api`] (the six protocol services and the coordination layer's `CoordService`), [`admin`] (the operator service), [`watch`] (the
 //! watch streams), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
 //! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2;
 //! [`serve`] puts them together on one listener with health and reflection.
@@ -108,6 +108,9 @@ pub async fn serve(
     let api = api::Api::new(b.clone());
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
+    // Named apart so a client can ask a node whether it speaks the coordination layer before it
+    // sends one of its actions (COORDINATION R4: use them only once every node is upgraded).
+    health.set_serving::<pb::coord_service_server::CoordServiceServer<api::Api>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -143,7 +146,12 @@ pub async fn serve(
                 .max_encoding_message_size(max),
         )
         .add_service(
-            pb::turn_service_server::TurnServiceServer::new(api)
+            pb::turn_service_server::TurnServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::coord_service_server::CoordServiceServer::new(api)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
@@ -152,6 +160,7 @@ pub async fn serve(
         .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
         .await;
     health.set_not_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
+    health.set_not_serving::<pb::coord_service_server::CoordServiceServer<api::Api>>().await;
     Ok(served?)
 }
 
