@@ -4,7 +4,7 @@
 //! key, with contents that name the op (`<id>/h` for the header, `<id>/g/<member>` per goal).
 //! Some ops also name an agent who is not a member (they must be refused `INVALID_TARGET`, with no
 //! effect anywhere), some resend an earlier request under its key, possibly through another node
-//! (at most one collective per key). When a thread nears the server's open-assignment limit the
+//! (at most one collective per key; half of the resends pick a scatter whose outcome is unknown). When a thread nears the server's open-assignment limit the
 //! lead voids its oldest acknowledged assignments (`void` ops; voiding keeps the collective's
 //! shape). The final reads list, from every node's own state, each thread's entries through
 //! `GetMailbox` and, for every header, the collective the node answers (`GetCollective`);
@@ -136,6 +136,13 @@ impl Scatter {
         }
         let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
         if !sent.is_empty() && p.rng.random_range(0..100) < RESEND_PERCENT {
+            // Half of the time a scatter whose outcome is still unknown: its resend tells whether
+            // it happened, and its assignments become voidable.
+            let unknown: Vec<usize> =
+                sent.iter().enumerate().filter(|(_, s)| s.counted && !s.queued).map(|(i, _)| i).collect();
+            if !unknown.is_empty() && p.rng.random_bool(0.5) {
+                return Choice::Resend(unknown[p.rng.random_range(0..unknown.len())]);
+            }
             return Choice::Resend(p.rng.random_range(0..sent.len()));
         }
         Choice::Fresh
