@@ -19,6 +19,7 @@ use crate::recorder::Completion;
 use anyhow::{Context, Result};
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use kungfu_client::{Client, Code, Error, pb};
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -39,6 +40,8 @@ const RESEND_PERCENT: u32 = 12;
 const OPEN_SOFT_LIMIT: u64 = 700;
 /// Entries per `GetMailbox` page of a final read (the server caps pages at 100).
 const PAGE: u32 = 100;
+/// `GetCollective` calls of a final read in flight at once.
+const GATHER_CONCURRENCY: usize = 8;
 
 /// Labeled content every member may read.
 fn fleet(words: &str) -> Option<pb::LabeledBody> {
@@ -269,27 +272,30 @@ async fn read_thread(reader: &Client, thread: &str) -> Result<Value, Error> {
             _ => break,
         }
     }
-    let mut collectives = Vec::new();
-    for header in headers {
-        match reader
-            .get_collective(pb::GetCollectiveRequest { thread: thread.to_string(), header, include_outputs: false })
-            .await
-        {
-            Ok(c) => collectives.push(json!({
-                "header": c.header,
-                "size": c.size,
-                "ranks": c.ranks.iter().map(|r| json!({
-                    "rank": r.rank,
-                    "member": r.member,
-                    "entry": r.entry,
-                    "assignment": r.assignment.as_ref().map(|a| a.id.clone()),
-                })).collect::<Vec<_>>(),
-            })),
-            // The node answers no collective at this header: the checker judges the absence.
-            Err(Error::Rejected(r)) if r.code == Code::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
+    // One call per header, a few at a time (a debug server takes tens of ms per gather).
+    let gathered: Vec<Option<Value>> = futures::stream::iter(headers)
+        .map(|header| async move {
+            let request = pb::GetCollectiveRequest { thread: thread.to_string(), header, include_outputs: false };
+            match reader.get_collective(request).await {
+                Ok(c) => Ok(Some(json!({
+                    "header": c.header,
+                    "size": c.size,
+                    "ranks": c.ranks.iter().map(|r| json!({
+                        "rank": r.rank,
+                        "member": r.member,
+                        "entry": r.entry,
+                        "assignment": r.assignment.as_ref().map(|a| a.id.clone()),
+                    })).collect::<Vec<_>>(),
+                }))),
+                // The node answers no collective at this header: the checker judges the absence.
+                Err(Error::Rejected(r)) if r.code == Code::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .buffered(GATHER_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let collectives: Vec<Value> = gathered.into_iter().flatten().collect();
     Ok(json!({"thread": thread, "entries": entries, "collectives": collectives}))
 }
 
