@@ -25,8 +25,7 @@
 //! The rest runs tests against real clusters: [`cluster`] (kungfud processes in network
 //! namespaces, or on loopback behind [`proxy`]), [`nemesis`] (partitions, kills, pauses, clock
 //! skew, disk faults), [`workload`] (what the clients do; one module per checker), [`recorder`]
-//! (the live history), [`run`] (one test) and [`suite`] (the `ci` and `nightly` profiles). The
-//! `turn` checker (which needs `kungfu-core`'s obligation derivation; see [`checker`]) is still to come.
+//! (the live history), [`run`] (one test) and [`suite`] (the `ci` and `nightly` profiles).
 
 pub mod checker;
 pub mod client;

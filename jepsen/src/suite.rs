@@ -1,5 +1,5 @@
 //! Suites: the `ci` profile (every workload once under its nemeses, plus canaries that must be
-//! found INVALID; about ten minutes) and the `nightly` profile (five nodes, every workload under
+//! found INVALID; about eleven minutes) and the `nightly` profile (five nodes, every workload under
 //! every nemesis, long runs, for a soak by hand).
 
 use crate::checker::Validity;
@@ -74,6 +74,8 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             base(s, "seq", &[PartitionNode, PartitionOneWay, Kill], 30, 3, 5),
             base(s, "turn", &[PartitionHalves, KillLeader, Pause], 30, 3, 8),
             big_entries(base(s, "big-entries", &[PartitionNode, Pause, Kill], 30, 3, 9)),
+            base(s, "scatter", &[KillLeader, PartitionHalves], 30, 3, 10),
+            base(s, "messages", &[PartitionNode, Kill, Pause], 30, 3, 11),
             canary(s, "replay", "skip-dedup", &[PartitionHalves, Pause], 20, 6),
             canary(s, "deadlines", "early-deadlines", &[], 20, 7),
         ],
@@ -99,6 +101,14 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             }
             runs.push(canary(s, "replay", "skip-dedup", &[PartitionHalves, Pause], 120, i));
             runs.push(canary(s, "deadlines", "early-deadlines", &[KillLeader], 120, i + 1));
+            // The coordination workloads come last, so every earlier run keeps its seed.
+            i += 2;
+            for w in ["scatter", "messages"] {
+                for g in groups {
+                    runs.push(base(s, w, g, 300, 5, i));
+                    i += 1;
+                }
+            }
             runs
         }
         other => anyhow::bail!("unknown profile {other:?}; known: ci, nightly"),

@@ -13,15 +13,18 @@
 //! | [`replay`] | replay | one key, one request, one receipt, one effect (L3) |
 //! | [`facts`] | facts | every acknowledged write survives, nothing appears from nowhere (L1) |
 //! | [`seq`] | seq | per-thread entry sequences are gap-free, prefix-consistent, real-time ordered (§6.3, L5) |
-//! | [`no_success`] | every run | a run in which nothing succeeded proves nothing and is invalid |
-//!
 //! | [`turn`] | turn | each turn read equals the turn `kungfu-core` derives from the facts at that read's point; no obligation ends twice (§8, L1, L5) |
+//! | [`scatter`] | scatter | a scatter is all or nothing on every node: header, one goal entry and assignment per requested member, a collective in ascending member id; acknowledged ones everywhere, refused ones (a non-member rank: `INVALID_TARGET`) nowhere; one collective per key (COORDINATION §4.3–§4.5) |
+//! | [`messages`] | messages | no acknowledged send lost, none duplicated, none from nowhere; replays return the same entry; every mailbox page is exactly the entries after its cursor, with no gap and no duplicate (COORDINATION §3.3, §3.5; L1, L3) |
+//! | [`no_success`] | every run | a run in which nothing succeeded proves nothing and is invalid |
 
 pub mod admission;
 pub mod deadlines;
 pub mod facts;
+pub mod messages;
 pub mod no_success;
 pub mod replay;
+pub mod scatter;
 pub mod seq;
 pub mod turn;
 pub mod wgl;
@@ -201,11 +204,21 @@ pub enum Workload {
     Facts,
     Seq,
     Turn,
+    Scatter,
+    Messages,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] =
-        [Workload::Admission, Workload::Deadlines, Workload::Replay, Workload::Facts, Workload::Seq, Workload::Turn];
+    pub const ALL: [Workload; 8] = [
+        Workload::Admission,
+        Workload::Deadlines,
+        Workload::Replay,
+        Workload::Facts,
+        Workload::Seq,
+        Workload::Turn,
+        Workload::Scatter,
+        Workload::Messages,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -215,6 +228,8 @@ impl Workload {
             Workload::Facts => "facts",
             Workload::Seq => "seq",
             Workload::Turn => "turn",
+            Workload::Scatter => "scatter",
+            Workload::Messages => "messages",
         }
     }
 }
@@ -244,6 +259,8 @@ pub struct CheckOptions {
     pub facts: facts::Options,
     pub seq: seq::Options,
     pub turn: turn::Options,
+    pub scatter: scatter::Options,
+    pub messages: messages::Options,
     pub no_success: no_success::Options,
 }
 
@@ -276,6 +293,8 @@ pub fn check_workload(workload: Workload, history: &History, opts: &CheckOptions
         Workload::Facts => facts::check(history, &opts.facts),
         Workload::Seq => seq::check(history, &opts.seq),
         Workload::Turn => turn::check(history, &opts.turn),
+        Workload::Scatter => scatter::check(history, &opts.scatter),
+        Workload::Messages => messages::check(history, &opts.messages),
     };
     let always = no_success::check(history, &opts.no_success);
     Report::from_verdicts(workload.name(), vec![main, always])

@@ -8,7 +8,9 @@
 pub mod admission;
 pub mod deadlines;
 pub mod facts;
+pub mod messages;
 pub mod replay;
+pub mod scatter;
 pub mod seq;
 pub mod turn;
 
@@ -126,8 +128,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>> {
         "admission" => Box::new(admission::Admission::default()),
         "deadlines" => Box::new(deadlines::Deadlines::default()),
         "turn" => Box::new(turn::Turn::default()),
+        "scatter" => Box::new(scatter::Scatter::default()),
+        "messages" => Box::new(messages::Messages::default()),
         other => anyhow::bail!(
-            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn"
+            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages"
         ),
     })
 }
@@ -150,6 +154,17 @@ pub async fn thread_entries(reader: &Client, thread: &str) -> Result<Vec<(u64, S
         out.push((e.seq, body, e.author));
     }
     Ok(out)
+}
+
+/// The content of one mailbox item: inline, else read with `GetEntry` (omitted past the page's
+/// byte budget). Empty when the reader may not read it.
+pub async fn item_body(reader: &Client, thread: &str, item: &kungfu_client::pb::MailItem) -> Result<String, Error> {
+    if let (Some(c), false) = (&item.content, item.content_omitted) {
+        return Ok(String::from_utf8_lossy(&c.body).into_owned());
+    }
+    let seq = item.entry.as_ref().map(|e| e.seq).unwrap_or_default();
+    let view = reader.get_entry(kungfu_client::pb::GetEntryRequest { thread: thread.to_string(), entry: seq }).await?;
+    Ok(view.content.map(|c| String::from_utf8_lossy(&c.body).into_owned()).unwrap_or_default())
 }
 
 /// Creates a thread as `lead` (setup client, with retries) whose live grant admits speakers;
