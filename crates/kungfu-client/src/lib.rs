@@ -53,8 +53,8 @@ pub use calls::Registered;
 pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
 pub use error::{Error, Written};
 pub use kungfu_api::pb;
-pub use kungfu_core::coord::group;
 pub use kungfu_api::status_rejection;
+pub use kungfu_core::coord::group;
 pub use kungfu_types::{AgentId, Code, FakReason, Labels, NextStep, Rejection, Scope, Taint};
 /// The gRPC status a watch stream can fail with mid-stream.
 pub use tonic::Status as GrpcStatus;
