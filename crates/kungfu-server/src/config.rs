@@ -85,6 +85,35 @@ impl Default for ApiSettings {
     }
 }
 
+/// The MCP door on the HTTP listener (`http_listen`): which requests it admits and how large they
+/// may be. An empty host or origin list is filled in at start from the listener and
+/// `http_advertise` (see [`Config::mcp_allowed_hosts`]), so a loopback node is safe by default.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSettings {
+    /// `Host` header values the door answers (`host:port`); anything else is refused with 403,
+    /// the defence against DNS rebinding. Empty: the loopback names at the listening port and the
+    /// advertised address.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` header values the door answers (`http://host:port`); a request with another
+    /// `Origin` is refused with 403, and one without (not a browser) is admitted. Empty: the
+    /// origins of the allowed hosts over `http`.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body the door reads, in bytes; a larger one is refused with 413 before it
+    /// is parsed.
+    pub max_body_bytes: usize,
+}
+
+impl Default for McpSettings {
+    fn default() -> McpSettings {
+        McpSettings { allowed_hosts: Vec::new(), allowed_origins: Vec::new(), max_body_bytes: 4 * 1024 * 1024 }
+    }
+}
+
+/// The port of the HTTP listener (MCP at `/mcp`) of the single-node default, beside the API's 7400
+/// and raft's 7500: each node's HTTP port is its API port + 200 in every shipped configuration.
+pub const DEFAULT_HTTP_PORT: u16 = 7600;
+
 /// The whole configuration of a node.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -113,6 +142,17 @@ pub struct Config {
     pub rate_limits: crate::ratelimit::RateSettings,
     /// Where Prometheus metrics are served (`/metrics`); None serves none.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where the HTTP listener serves MCP Streamable HTTP at `/mcp`. The single-node default (no
+    /// config file) listens on 127.0.0.1:7600; a config file serves it only when it sets this (the
+    /// field's serde default is None, so test and chaos clusters that never mention it bind no
+    /// extra port).
+    #[serde(default)]
+    pub http_listen: Option<SocketAddr>,
+    /// How clients reach this node's HTTP listener (`host:port`, in the logged MCP URL and the
+    /// allowed hosts); defaults to `http_listen`.
+    pub http_advertise: Option<String>,
+    /// The MCP door: allowed hosts and origins, request size.
+    pub mcp: McpSettings,
     /// Per-object actors: how many live at once, idle timeout, mailbox bound, actions in flight.
     pub actors: crate::actors::ActorSettings,
 }
@@ -136,6 +176,9 @@ impl Default for Config {
             api: ApiSettings::default(),
             rate_limits: crate::ratelimit::RateSettings::default(),
             metrics_listen: None,
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
+            http_advertise: None,
+            mcp: McpSettings::default(),
             actors: crate::actors::ActorSettings::default(),
         }
     }
@@ -176,6 +219,49 @@ impl Config {
 
     pub fn raft_advertise(&self) -> String {
         self.raft_advertise.clone().unwrap_or_else(|| self.raft_listen.to_string())
+    }
+
+    /// How clients reach the HTTP listener, `host:port`; None when there is none.
+    pub fn http_advertise(&self) -> Option<String> {
+        let listen = self.http_listen?;
+        Some(self.http_advertise.clone().unwrap_or_else(|| listen.to_string()))
+    }
+
+    /// The MCP URL clients use: `http://<http_advertise>/mcp`.
+    pub fn mcp_url(&self) -> Option<String> {
+        self.http_advertise().map(|a| format!("http://{a}/mcp"))
+    }
+
+    /// The `Host` values the MCP door answers: `mcp.allowed_hosts`, or when that is empty the
+    /// advertised address plus, on a loopback or unspecified listener, `localhost`, `127.0.0.1` and
+    /// `[::1]` at the listening port.
+    pub fn mcp_allowed_hosts(&self) -> Vec<String> {
+        if !self.mcp.allowed_hosts.is_empty() {
+            return self.mcp.allowed_hosts.clone();
+        }
+        let Some(listen) = self.http_listen else { return Vec::new() };
+        let mut hosts = Vec::new();
+        if let Some(advertised) = self.http_advertise() {
+            hosts.push(advertised);
+        }
+        if listen.ip().is_loopback() || listen.ip().is_unspecified() {
+            let port = listen.port();
+            for h in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}")] {
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        hosts
+    }
+
+    /// The `Origin` values the MCP door answers: `mcp.allowed_origins`, or when that is empty
+    /// `http://<host>` for each allowed host.
+    pub fn mcp_allowed_origins(&self) -> Vec<String> {
+        if !self.mcp.allowed_origins.is_empty() {
+            return self.mcp.allowed_origins.clone();
+        }
+        self.mcp_allowed_hosts().iter().map(|h| format!("http://{h}")).collect()
     }
 
     /// Checks every setting; the first problem found is returned.
@@ -224,6 +310,32 @@ impl Config {
             if addr.is_empty() {
                 return Err(bad("raft.dial", format!("the address of node {id} is empty")));
             }
+        }
+        if let Some(http) = self.http_listen {
+            let taken = [("api_listen", self.api_listen), ("raft_listen", self.raft_listen)]
+                .into_iter()
+                .chain(self.metrics_listen.map(|m| ("metrics_listen", m)));
+            for (name, addr) in taken {
+                if addr == http && http.port() != 0 {
+                    return Err(bad("http_listen", format!("must differ from {name} ({addr})")));
+                }
+            }
+        }
+        if matches!(&self.http_advertise, Some(a) if a.is_empty() || a.contains('/')) {
+            return Err(bad("http_advertise", "must be `host:port`, with no scheme or path"));
+        }
+        if self.mcp.max_body_bytes < 64 * 1024 {
+            return Err(bad("mcp.max_body_bytes", "must be at least 65536"));
+        }
+        for (setting, values) in
+            [("mcp.allowed_hosts", &self.mcp.allowed_hosts), ("mcp.allowed_origins", &self.mcp.allowed_origins)]
+        {
+            if values.iter().any(|v| v.trim().is_empty()) {
+                return Err(bad(setting, "entries must not be empty"));
+            }
+        }
+        if self.mcp.allowed_origins.iter().any(|o| !(o.starts_with("http://") || o.starts_with("https://"))) {
+            return Err(bad("mcp.allowed_origins", "entries must be origins such as `http://host:port`"));
         }
         if self.limits.default_page_size == 0 || self.limits.default_page_size > self.limits.max_page_size {
             return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));

@@ -37,10 +37,15 @@ fn every_shipped_cluster_config_parses_and_validates() {
             .collect();
         assert_eq!(cs.len(), n);
         assert!(cs.windows(2).all(|w| w[0].peers == w[1].peers && w[0].cluster_id == w[1].cluster_id));
-        let mut ports: Vec<u16> = cs.iter().flat_map(|c| [c.api_listen.port(), c.raft_listen.port()]).collect();
+        let mut ports: Vec<u16> = cs
+            .iter()
+            .flat_map(|c| [c.api_listen.port(), c.raft_listen.port(), c.http_listen.expect("http_listen").port()])
+            .collect();
         ports.sort_unstable();
         ports.dedup();
-        assert_eq!(ports.len(), 2 * n);
+        assert_eq!(ports.len(), 3 * n);
+        // Each node's MCP port is its API port + 200 (docs/operations.md).
+        assert!(cs.iter().all(|c| c.http_listen.map(|h| h.port()) == Some(c.api_listen.port() + 200)));
     }
 }
 
@@ -51,6 +56,36 @@ fn the_default_is_a_single_node_cluster_in_the_local_data_folder() {
     assert_eq!(c.data_dir, Path::new("./data"));
     assert_eq!(c.voters().len(), 1);
     assert!(c.bootstrap);
+    // MCP on loopback beside the API, and `single.toml` says the same.
+    assert_eq!(c.http_listen, Some("127.0.0.1:7600".parse().expect("addr")));
+    assert_eq!(c.mcp_url().as_deref(), Some("http://127.0.0.1:7600/mcp"));
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)"));
+    let single = Config::from_file(&root.join("../../cluster-config/single.toml")).expect("single.toml");
+    assert_eq!(single.http_listen, c.http_listen);
+}
+
+#[test]
+fn a_config_file_serves_mcp_only_when_it_sets_http_listen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("node.toml");
+    std::fs::write(&f, "node_id = 1\napi_listen = \"127.0.0.1:9400\"\n").expect("write");
+    let c = Config::from_file(&f).expect("parse");
+    assert_eq!(c.http_listen, None, "a file that does not mention http_listen binds no HTTP port");
+    assert_eq!(c.mcp_url(), None);
+    std::fs::write(
+        &f,
+        "node_id = 1\nhttp_listen = \"0.0.0.0:9600\"\nhttp_advertise = \"node1.example:9600\"\n[mcp]\nmax_body_bytes = 100000\n",
+    )
+    .expect("write");
+    let c = Config::from_file(&f).expect("parse");
+    c.validate().expect("valid");
+    assert_eq!(c.mcp_url().as_deref(), Some("http://node1.example:9600/mcp"));
+    assert_eq!(c.mcp.max_body_bytes, 100_000);
+    // Unset allowed hosts are the advertised address and the loopback names at the port.
+    let hosts = c.mcp_allowed_hosts();
+    assert_eq!(hosts[0], "node1.example:9600");
+    assert!(hosts.contains(&"localhost:9600".to_string()) && hosts.contains(&"127.0.0.1:9600".to_string()));
+    assert!(c.mcp_allowed_origins().contains(&"http://node1.example:9600".to_string()));
 }
 
 #[test]
@@ -70,6 +105,11 @@ fn invalid_settings_are_refused_naming_the_setting() {
         ("raft.max_append_bytes", Box::new(|c| c.raft.max_append_bytes = 64 * 1024 * 1024)),
         ("raft.dial", Box::new(|c| _ = c.raft.dial.insert("two".into(), "127.0.0.1:1".into()))),
         ("raft.dial", Box::new(|c| _ = c.raft.dial.insert("2".into(), String::new()))),
+        ("http_listen", Box::new(|c| c.http_listen = Some(c.api_listen))),
+        ("http_advertise", Box::new(|c| c.http_advertise = Some("http://h:1/mcp".into()))),
+        ("mcp.max_body_bytes", Box::new(|c| c.mcp.max_body_bytes = 1024)),
+        ("mcp.allowed_origins", Box::new(|c| c.mcp.allowed_origins = vec!["localhost:7600".into()])),
+        ("mcp.allowed_hosts", Box::new(|c| c.mcp.allowed_hosts = vec![" ".into()])),
     ];
     for (setting, break_it) in cases {
         let mut c = Config::default();

@@ -1,5 +1,6 @@
 //! `kungfud`: runs one Kungfu node. With no arguments it is a single-node cluster with its data in
-//! `./data`, serving the public API on 127.0.0.1:7400. See `docs/operations.md`.
+//! `./data`, serving the public API on 127.0.0.1:7400 and MCP at http://127.0.0.1:7600/mcp. See
+//! `docs/operations.md` and `docs/mcp.md`.
 
 use clap::Parser;
 use kungfu_server::Config;
@@ -25,6 +26,9 @@ struct Args {
     /// Address of the internal raft service.
     #[arg(long, env = "KUNGFU_RAFT_LISTEN", global = true)]
     raft_listen: Option<SocketAddr>,
+    /// Address of the HTTP listener that serves MCP at `/mcp`, or `off` for none.
+    #[arg(long, env = "KUNGFU_HTTP_LISTEN", global = true, value_name = "ADDR|off")]
+    http_listen: Option<String>,
     /// Token for operator calls.
     #[arg(long, env = "KUNGFU_OPERATOR_TOKEN", hide_env_values = true)]
     operator_token: Option<String>,
@@ -70,6 +74,12 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.raft_listen {
         config.raft_listen = v;
+    }
+    if let Some(v) = args.http_listen {
+        config.http_listen = match v.as_str() {
+            "off" | "none" | "" => None,
+            addr => Some(addr.parse().map_err(|e| anyhow::anyhow!("configuration: http_listen: {addr:?}: {e}"))?),
+        };
     }
     if let Some(v) = args.operator_token {
         config.operator_token = Some(v);
