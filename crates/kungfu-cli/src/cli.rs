@@ -332,7 +332,8 @@ pub enum DevCmd {
         /// How many nodes to start.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
         nodes: u16,
-        /// The API port of node 1; node N listens on BASE+N-1 and its raft service on BASE+100+N-1.
+        /// The API port of node 1; node N listens on BASE+N-1, its raft service on BASE+100+N-1 and
+        /// its HTTP listener (MCP at `/mcp`) on BASE+200+N-1.
         #[arg(long, default_value_t = 7411)]
         base_port: u16,
         /// The `kungfud` binary; default: $KUNGFUD, else next to `kungfu`, else on PATH.

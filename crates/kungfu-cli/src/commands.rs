@@ -54,13 +54,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     }
     let profiles = profile::load()?;
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
-    let endpoints: Vec<String> = if !cli.endpoints.is_empty() {
-        cli.endpoints.iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()
-    } else if !saved.endpoints.is_empty() {
-        saved.endpoints.clone()
-    } else {
-        vec![DEFAULT_ENDPOINT.to_string()]
-    };
+    let endpoints = endpoints(&cli, &saved);
     let key = cli.key.clone().filter(|k| !k.is_empty()).or_else(|| saved.agent_key.clone());
     let options = ClientOptions {
         call_timeout: Duration::from_secs(cli.timeout_secs.max(1)),
@@ -93,6 +87,18 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Watch(c) => watch(&ctx, c).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
+    }
+}
+
+/// The endpoints of a command: `--endpoint` (or `KUNGFU_ENDPOINTS`), else the profile's, else
+/// [`DEFAULT_ENDPOINT`].
+pub(crate) fn endpoints(cli: &Cli, saved: &Profile) -> Vec<String> {
+    if !cli.endpoints.is_empty() {
+        cli.endpoints.iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()
+    } else if !saved.endpoints.is_empty() {
+        saved.endpoints.clone()
+    } else {
+        vec![DEFAULT_ENDPOINT.to_string()]
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! `dev up` writes one config per node in the shape of `cluster-config/three/` into a directory
 //! (default `./.kungfu-dev`), starts each node in the background with its log and pid file there,
-//! waits (bounded) until a leader serves, prints the endpoints and saves them as the profile `dev`.
+//! waits (bounded) until a leader serves, prints the endpoints and each node's MCP URL, and saves
+//! the endpoints as the profile `dev`.
 //! `dev down` stops the nodes with SIGTERM (then SIGKILL after a bounded wait) and removes the pid
 //! files; `--purge` removes the whole directory. The nodes get a generated operator token, kept in
 //! `<dir>/operator-token` (mode 0600), so `kungfu cluster status --key "$(cat …)"` works.
@@ -43,7 +44,13 @@ struct Node {
     id: u16,
     api: String,
     raft: String,
+    /// The HTTP listener, where MCP is served at `/mcp`.
+    http: String,
 }
+
+/// How far above the API port each node's raft and HTTP (MCP) ports are, as in `cluster-config/`.
+const RAFT_OFFSET: u16 = 100;
+const HTTP_OFFSET: u16 = 200;
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> CliError {
     CliError::other(format!("cannot {what} {}: {e}", path.display()))
@@ -176,6 +183,7 @@ fn config_text(node: &Node, all: &[Node], data: &Path, token: &str) -> String {
          data_dir = \"{data}\"\n\
          api_listen = \"{api}\"\n\
          raft_listen = \"{raft}\"\n\
+         http_listen = \"{http}\"\n\
          bootstrap = true\n\
          operator_token = \"{token}\"\n\n\
          [raft]\n\
@@ -187,6 +195,7 @@ fn config_text(node: &Node, all: &[Node], data: &Path, token: &str) -> String {
         data = data.display(),
         api = node.api,
         raft = node.raft,
+        http = node.http,
     );
     if all.len() > 1 {
         for peer in all {
@@ -215,22 +224,23 @@ async fn up(dir: &DevDir, count: u16, base_port: u16, kungfud: Option<String>, w
         )));
     }
     let binary = find_kungfud(kungfud)?;
-    let top = u32::from(base_port) + 100 + u32::from(count);
+    let top = u32::from(base_port) + u32::from(HTTP_OFFSET) + u32::from(count);
     if base_port < 1024 || top > 65535 {
         return Err(CliError::usage(format!(
-            "--base-port {base_port} leaves no room for {count} API ports and {count} raft ports (BASE+100…) below 65536"
+            "--base-port {base_port} leaves no room for {count} API, raft (BASE+100…) and MCP (BASE+200…) ports below 65536"
         )));
     }
     let nodes: Vec<Node> = (1..=count)
         .map(|id| Node {
             id,
             api: format!("127.0.0.1:{}", base_port + id - 1),
-            raft: format!("127.0.0.1:{}", base_port + 100 + id - 1),
+            raft: format!("127.0.0.1:{}", base_port + RAFT_OFFSET + id - 1),
+            http: format!("127.0.0.1:{}", base_port + HTTP_OFFSET + id - 1),
         })
         .collect();
     // A port another program holds would stop a node at start: say which one before starting any.
     for node in &nodes {
-        for addr in [&node.api, &node.raft] {
+        for addr in [&node.api, &node.raft, &node.http] {
             if let Err(e) = std::net::TcpListener::bind(addr.as_str()) {
                 return Err(CliError::usage(format!(
                     "{addr} (node {}) is not free: {e}; choose other ports with --base-port",
@@ -306,9 +316,19 @@ async fn up(dir: &DevDir, count: u16, base_port: u16, kungfud: Option<String>, w
     let saved = profile::save(PROFILE, Profile { endpoints: endpoints.clone(), agent_key: None, agent_id: None })?;
     println!("started {count} kungfud node(s) from {}; node {leader} leads", dir.display());
     for (node, (_, child, _)) in nodes.iter().zip(children.iter()) {
-        println!("  node {}  api {}  raft {}  pid {}", node.id, node.api, node.raft, child.id());
+        println!(
+            "  node {}  api {}  raft {}  mcp http://{}/mcp  pid {}",
+            node.id,
+            node.api,
+            node.raft,
+            node.http,
+            child.id()
+        );
     }
     println!("endpoints: {}", endpoints.join(","));
+    // Any node's MCP URL serves the whole cluster (a follower forwards to the leader).
+    let mcp: Vec<String> = nodes.iter().map(|n| format!("http://{}/mcp", n.http)).collect();
+    println!("mcp: {} (any node; connect an LLM agent: docs/mcp.md)", mcp.join(" "));
     println!("profile `{PROFILE}` saved in {} (endpoints only, no key)", saved.display());
     println!("logs and pids: {}/node*.log, node*.pid", dir.display());
     println!("operator token: {}", token_path.display());

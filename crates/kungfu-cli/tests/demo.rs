@@ -18,14 +18,15 @@ fn kungfud() -> PathBuf {
     bin
 }
 
-/// A base port such that BASE..BASE+3 and BASE+100..BASE+103 are free on loopback now.
+/// A base port such that BASE..BASE+3, BASE+100..BASE+103 and BASE+200..BASE+203 are free on
+/// loopback now.
 fn free_base() -> u16 {
     let seed = std::process::id() as u16;
     for attempt in 0..200u16 {
         let base = 20000 + (seed.wrapping_add(attempt.wrapping_mul(211)) % 30000);
-        let ports = (0..3).map(|i| base + i).chain((0..3).map(|i| base + 100 + i));
+        let ports = (0..3).flat_map(|i| [base + i, base + 100 + i, base + 200 + i]);
         let held: Vec<TcpListener> = ports.filter_map(|p| TcpListener::bind(("127.0.0.1", p)).ok()).collect();
-        if held.len() == 6 {
+        if held.len() == 9 {
             return base;
         }
     }
@@ -134,6 +135,8 @@ fn dev_up_demo_and_dev_down() {
     let up_out = String::from_utf8_lossy(&up.stdout).to_string();
     let first = format!("127.0.0.1:{base}");
     assert!(up_out.contains(&first), "dev up prints the endpoints: {up_out}");
+    let mcp = format!("http://127.0.0.1:{}/mcp", base + 200);
+    assert!(up_out.contains(&mcp), "dev up prints each node's MCP URL: {up_out}");
 
     // A second `dev up` on the same directory is refused while the nodes run.
     let again = cluster.run(&["dev", "up", "--dir", &dir_arg, "--base-port", &base.to_string(), "--kungfud", &kungfud]);
