@@ -111,7 +111,13 @@ fn field_schema(field: &FieldDescriptor, dir: Direction, stack: &mut Vec<String>
     if !description.is_empty()
         && let Json::Object(m) = &mut schema
     {
-        m.insert("description".into(), json!(description));
+        // A message field keeps its message's own description (and oneof note) after the field's.
+        let own = m.get("description").and_then(Json::as_str).map(str::to_string);
+        let full = match own {
+            Some(own) => format!("{description} {own}"),
+            None => description,
+        };
+        m.insert("description".into(), json!(full));
     }
     schema
 }
