@@ -1,0 +1,124 @@
+//! The one generic gRPC call of the door: a [`DynamicMessage`] sent over a tonic channel to a
+//! node's public API, by method path, with the caller's bearer credential. The door re-implements
+//! no protocol call, so authentication, the `kungfu-api` validating boundary, forwarding from
+//! followers, rate limits and codes are exactly gRPC's.
+
+use http::uri::PathAndQuery;
+use prost::Message;
+use prost_reflect::{DynamicMessage, MessageDescriptor};
+use std::time::Duration;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::Channel;
+use tonic::{Request, Status, Streaming};
+
+/// The deadline of one unary call: sent as `grpc-timeout` and enforced here too, so a node that
+/// never answers cannot hold a tool call open.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much later than the node's deadline the local one fires: the node's answer (a definite
+/// `DEADLINE_PASSED`-free timeout status) should arrive first.
+const LOCAL_SLACK: Duration = Duration::from_secs(2);
+
+/// A bearer credential as gRPC metadata (`authorization: Bearer …`), checked once by the caller.
+pub type Bearer = MetadataValue<Ascii>;
+
+/// One unary call of `path`, answering a message of type `output`.
+pub async fn unary(
+    channel: &Channel,
+    path: PathAndQuery,
+    output: MessageDescriptor,
+    message: DynamicMessage,
+    bearer: Option<&Bearer>,
+    timeout: Duration,
+) -> Result<DynamicMessage, Status> {
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    let request = request(message, bearer, timeout);
+    let call = async {
+        grpc.ready().await.map_err(|e| Status::unavailable(format!("the node cannot be reached: {e}")))?;
+        grpc.unary(request, path, DynamicCodec { output }).await
+    };
+    match tokio::time::timeout(timeout + LOCAL_SLACK, call).await {
+        Ok(answer) => answer.map(tonic::Response::into_inner),
+        Err(_) => Err(Status::deadline_exceeded("the node did not answer in time")),
+    }
+}
+
+/// A server-streaming call of `path` (the turn's watch feed), answering messages of type
+/// `output`. `timeout` bounds the whole stream on the node's side.
+pub async fn server_streaming(
+    channel: &Channel,
+    path: PathAndQuery,
+    output: MessageDescriptor,
+    message: DynamicMessage,
+    bearer: Option<&Bearer>,
+    timeout: Duration,
+) -> Result<Streaming<DynamicMessage>, Status> {
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    let request = request(message, bearer, timeout);
+    let call = async {
+        grpc.ready().await.map_err(|e| Status::unavailable(format!("the node cannot be reached: {e}")))?;
+        grpc.server_streaming(request, path, DynamicCodec { output }).await
+    };
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(answer) => answer.map(tonic::Response::into_inner),
+        Err(_) => Err(Status::deadline_exceeded("the node did not open the stream in time")),
+    }
+}
+
+fn request(message: DynamicMessage, bearer: Option<&Bearer>, timeout: Duration) -> Request<DynamicMessage> {
+    let mut request = Request::new(message);
+    if let Some(b) = bearer {
+        request.metadata_mut().insert("authorization", b.clone());
+    }
+    request.set_timeout(timeout);
+    request
+}
+
+/// Encodes any [`DynamicMessage`] and decodes the method's output type.
+#[derive(Debug, Clone)]
+struct DynamicCodec {
+    output: MessageDescriptor,
+}
+
+impl Codec for DynamicCodec {
+    type Encode = DynamicMessage;
+    type Decode = DynamicMessage;
+    type Encoder = DynamicEncoder;
+    type Decoder = DynamicDecoder;
+
+    fn encoder(&mut self) -> DynamicEncoder {
+        DynamicEncoder
+    }
+
+    fn decoder(&mut self) -> DynamicDecoder {
+        DynamicDecoder { output: self.output.clone() }
+    }
+}
+
+#[derive(Debug)]
+struct DynamicEncoder;
+
+impl Encoder for DynamicEncoder {
+    type Item = DynamicMessage;
+    type Error = Status;
+
+    fn encode(&mut self, item: DynamicMessage, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst).map_err(|e| Status::internal(format!("encoding the request: {e}")))
+    }
+}
+
+#[derive(Debug)]
+struct DynamicDecoder {
+    output: MessageDescriptor,
+}
+
+impl Decoder for DynamicDecoder {
+    type Item = DynamicMessage;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<DynamicMessage>, Status> {
+        DynamicMessage::decode(self.output.clone(), src)
+            .map(Some)
+            .map_err(|e| Status::internal(format!("decoding the response: {e}")))
+    }
+}

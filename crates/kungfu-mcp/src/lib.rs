@@ -1,0 +1,58 @@
+//! The MCP door of Kungfu (issue #14): every agent call of the public API (`proto/kungfu/v1`) as
+//! an MCP tool, served over Streamable HTTP at `/mcp` by every node and over stdio by the CLI.
+//!
+//! A transport stays at its door: the door re-implements no protocol call. Each tool call is one
+//! gRPC call to a node's public API carrying the MCP request's bearer key, so authentication, the
+//! `kungfu-api` validating boundary, forwarding from followers, rate limits and rejection codes
+//! are exactly gRPC's, and both doors give the same answer to the same request.
+//!
+//! Table of contents:
+//! - [`registry`]: the one registry of tools, built once from the descriptor set: names, schemas,
+//!   descriptions, annotations.
+//! - [`json`]: the JSON mapping of arguments and results (content as text, 64-bit integers as
+//!   numbers, enums by name, proto field names).
+//! - [`schema`]: the JSON Schemas of that mapping, and proto comments as documentation.
+//! - [`call`]: the generic gRPC call over a dynamic message.
+//! - [`result`]: success and rejection results.
+//! - [`door`]: [`Door`], the rmcp server handler.
+//! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
+//! - [`stdio`]: [`serve_stdio`], the stdio door.
+//! - [`error`]: [`Error`].
+
+pub mod call;
+pub mod door;
+pub mod error;
+pub mod http;
+pub mod json;
+pub mod registry;
+pub mod result;
+pub mod schema;
+pub mod stdio;
+
+pub use door::Door;
+pub use error::Error;
+pub use http::{HttpOptions, http_router};
+pub use stdio::serve_stdio;
+
+/// Every tool name, in registry order.
+pub fn tool_names() -> Vec<&'static str> {
+    registry::registry().tools().iter().map(|t| t.name()).collect()
+}
+
+/// The tool list as Markdown, for `docs/mcp.md`: one section per tool with its RPC, annotations,
+/// description and input fields.
+pub fn tools_markdown() -> String {
+    let mut out = String::from("| tool | RPC | kind | description |\n|---|---|---|---|\n");
+    for spec in registry::registry().tools() {
+        let tool = &spec.tool;
+        let rpc = tool.title.clone().unwrap_or_default();
+        let kind = match tool.annotations.as_ref() {
+            Some(a) if a.read_only_hint == Some(true) => "read",
+            Some(a) if a.destructive_hint == Some(true) => "write (destructive)",
+            _ => "write",
+        };
+        let description = tool.description.as_deref().unwrap_or("").replace('|', "\\|");
+        out.push_str(&format!("| `{}` | `{rpc}` | {kind} | {description} |\n", tool.name));
+    }
+    out
+}

@@ -1,0 +1,358 @@
+//! The one registry of tools, built once from the descriptor set of `kungfu.v1`: one tool per
+//! unary method of every agent service, plus `turn_wait`. Nothing here is written per RPC: a call
+//! the API gains (the coordination layer's included) becomes a tool with a name, schemas, a
+//! description and annotations by the same rules, and the tests pin the result.
+//!
+//! - Names are noun_verb: `<service noun>_<method>` (`thread_post`, `assignment_take`), and
+//!   `Get<X>` reads become `<x>_get` (`turn_get`, `working_set_get`, `entry_get`; a bare `Get` is
+//!   `<noun>_get`). [`NAME_OVERRIDES`] renames the few where the rule reads badly.
+//! - A write is a method whose request has `idempotency_key` (the package's convention): its tool
+//!   takes an optional key, generates one when absent and reports it in the result (L3).
+//! - Descriptions follow one convention, "What it does. Needs: … Returns: … Next: …", from the
+//!   method's proto comment; the parts a comment does not give are derived (auth from the method,
+//!   the key from being a write, the result from the response message).
+
+use crate::schema::{self, Direction};
+use http::uri::PathAndQuery;
+use kungfu_api::pb;
+use prost_reflect::{DescriptorPool, MessageDescriptor, MethodDescriptor};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value as Json, json};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+/// The package of the public API.
+pub const PACKAGE: &str = "kungfu.v1";
+/// Services of the package that are not agent calls: streams have their own tool (`turn_wait`),
+/// and the operator's service is not for agents.
+pub const NOT_AGENT_SERVICES: &[&str] = &["kungfu.v1.WatchService", "kungfu.v1.AdminService"];
+/// The name of the tool that waits for the turn (not an RPC).
+pub const TURN_WAIT: &str = "turn_wait";
+/// The field every write request carries (L3).
+pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
+/// The one method callable without an agent key.
+const REGISTER: &str = "kungfu.v1.AgentService.Register";
+
+/// Where the rule reads badly, or (the coordination service) where its noun is not one a model
+/// would guess: method full name to tool name.
+pub const NAME_OVERRIDES: &[(&str, &str)] = &[
+    ("kungfu.v1.ThreadService.Remove", "thread_remove_member"),
+    ("kungfu.v1.CoordService.WriteLabeled", "memory_write_labeled"),
+    ("kungfu.v1.CoordService.WidenScope", "memory_widen_scope"),
+    ("kungfu.v1.CoordService.Send", "message_send"),
+    ("kungfu.v1.CoordService.Scatter", "work_scatter"),
+];
+
+/// Writes that end something for good (a membership, a grant, a Memory's availability, an
+/// obligation): `destructiveHint`. Other writes only add facts.
+const DESTRUCTIVE: &[&str] = &[
+    "kungfu.v1.AgentService.Deactivate",
+    "kungfu.v1.MemoryService.Unpublish",
+    "kungfu.v1.MemoryService.Withdraw",
+    "kungfu.v1.ThreadService.VoidGrant",
+    "kungfu.v1.ThreadService.Leave",
+    "kungfu.v1.ThreadService.Remove",
+    "kungfu.v1.ThreadService.Retract",
+    "kungfu.v1.ThreadService.Close",
+    "kungfu.v1.AssignmentService.Drop",
+    "kungfu.v1.AssignmentService.Void",
+    "kungfu.v1.TaskService.DropEngagement",
+];
+
+/// The next step of a tool where the generic one (by read or write) says too little. Every tool
+/// named here exists (a test checks).
+const NEXT_STEPS: &[(&str, &str)] = &[
+    (
+        "agent_register",
+        "keep agent_key (shown once) and send it as `Authorization: Bearer <agent_key>` on every other call; then turn_get.",
+    ),
+    (
+        "turn_get",
+        "act on each item as its `next` says (respond: thread_post or thread_handle; deliver: assignment_deliver or task_deliver; judge: assignment_adopt or assignment_reject, task_adopt_engagement or task_reject_engagement); page on with next_cursor; turn_wait when nothing is owed.",
+    ),
+    (TURN_WAIT, "act on each owed item as its `next` says, or call turn_wait again."),
+    ("opportunities_get", "assignment_take or task_take on one you can do."),
+    ("working_set_get", "one of available_actions."),
+    ("thread_create", "share the grant secret so others can thread_join; thread_post to start."),
+    ("thread_timeline", "entry_get for an entry's content; page on with the cursor."),
+    ("thread_post", "turn_wait for the responses and deliveries it asks for."),
+    ("assignment_take", "do the work, then assignment_deliver before the delivery deadline."),
+    ("assignment_deliver", "turn_wait for the creator's judgment."),
+    ("task_take", "do the work, then task_deliver before the delivery deadline."),
+    ("task_deliver", "turn_wait for the requester's judgment."),
+    ("work_scatter", "collective_get to follow the ranks; turn_wait for their deliveries."),
+    ("message_send", "turn_wait for replies; mailbox_get to read the thread."),
+    ("mailbox_get", "page on with the cursor; message_send or thread_handle to answer."),
+];
+
+/// How a tool is served.
+#[derive(Debug, Clone)]
+pub enum ToolKind {
+    /// One unary gRPC call.
+    Rpc(Rpc),
+    /// `turn_wait`: GetTurn, then a bounded wait on WatchTurn.
+    TurnWait,
+}
+
+/// A unary method of the public API.
+#[derive(Debug, Clone)]
+pub struct Rpc {
+    /// `/kungfu.v1.ThreadService/Post`.
+    pub path: PathAndQuery,
+    pub method: MethodDescriptor,
+    /// The request has `idempotency_key`.
+    pub write: bool,
+}
+
+/// One tool: how it is served and what `tools/list` shows.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub kind: ToolKind,
+    pub tool: Tool,
+}
+
+impl ToolSpec {
+    pub fn name(&self) -> &str {
+        &self.tool.name
+    }
+}
+
+/// Every tool, in a stable order (services and methods as declared, then `turn_wait`).
+#[derive(Debug)]
+pub struct Registry {
+    pool: DescriptorPool,
+    tools: Vec<ToolSpec>,
+    index: HashMap<String, usize>,
+}
+
+static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::build);
+
+/// The registry, built on first use.
+pub fn registry() -> &'static Registry {
+    &REGISTRY
+}
+
+impl Registry {
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    pub fn pool(&self) -> &DescriptorPool {
+        &self.pool
+    }
+
+    /// A message of the package by its short name (`TurnPage`).
+    pub fn message(&self, name: &str) -> MessageDescriptor {
+        self.pool
+            .get_message_by_name(&format!("{PACKAGE}.{name}"))
+            .unwrap_or_else(|| panic!("kungfu.v1.{name} is in the descriptor set"))
+    }
+
+    fn build() -> Registry {
+        // The descriptor set is compiled into the binary from the same protos as the generated
+        // code: failing to decode it is a build defect, not an input error.
+        let pool = DescriptorPool::decode(pb::FILE_DESCRIPTOR_SET).expect("kungfu.v1's descriptor set decodes");
+        let mut tools = Vec::new();
+        for service in pool.services().filter(|s| s.package_name() == PACKAGE) {
+            if NOT_AGENT_SERVICES.contains(&service.full_name()) {
+                continue;
+            }
+            for method in service.methods() {
+                if method.is_client_streaming() || method.is_server_streaming() {
+                    continue;
+                }
+                tools.push(rpc_tool(&method));
+            }
+        }
+        tools.push(turn_wait_tool(&pool));
+        let mut index = HashMap::new();
+        for (i, t) in tools.iter().enumerate() {
+            let previous = index.insert(t.name().to_string(), i);
+            assert!(previous.is_none(), "two tools are named {}", t.name());
+        }
+        Registry { pool, tools, index }
+    }
+}
+
+/// `TurnService` as `turn`, `ThreadService` as `thread`.
+fn service_noun(service: &str) -> String {
+    snake(service.strip_suffix("Service").unwrap_or(service))
+}
+
+/// `GetWorkingSet` as `get_working_set`.
+pub fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The tool name of a method (see the module comment).
+pub fn tool_name(method: &MethodDescriptor) -> String {
+    if let Some((_, name)) = NAME_OVERRIDES.iter().find(|(full, _)| *full == method.full_name()) {
+        return (*name).to_string();
+    }
+    let noun = service_noun(method.parent_service().name());
+    match method.name().strip_prefix("Get") {
+        Some("") => format!("{noun}_get"),
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_uppercase()) => format!("{}_get", snake(rest)),
+        _ => format!("{noun}_{}", snake(method.name())),
+    }
+}
+
+fn is_write(method: &MethodDescriptor) -> bool {
+    method.input().get_field_by_name(IDEMPOTENCY_KEY).is_some()
+}
+
+fn rpc_tool(method: &MethodDescriptor) -> ToolSpec {
+    let name = tool_name(method);
+    let write = is_write(method);
+    let output = method.output();
+    let mut input_schema = schema::message_schema(&method.input(), Direction::Input);
+    let mut output_schema = schema::message_schema(&output, Direction::Output);
+    if write {
+        set_property_description(
+            &mut input_schema,
+            IDEMPOTENCY_KEY,
+            "Optional. The same key makes a repeated call return the first outcome instead of acting twice (L3). Generated when absent; the result reports the key used, so a call whose answer was lost can be sent again with it.",
+        );
+        assert!(
+            output.get_field_by_name(IDEMPOTENCY_KEY).is_none(),
+            "{} has its own idempotency_key; the result cannot add one",
+            output.full_name()
+        );
+        add_property(
+            &mut output_schema,
+            IDEMPOTENCY_KEY,
+            json!({"type": "string", "description": "The idempotency key this call was made with: send it again to repeat the call safely."}),
+        );
+    }
+    let what = schema::comment(&method.parent_file(), method.path())
+        .unwrap_or_else(|| format!("Calls {}.", method.full_name()));
+    let needs = if method.full_name() == REGISTER {
+        "no agent key (a cluster with closed registration wants the operator token as the bearer)".to_string()
+    } else {
+        "the agent's key as `Authorization: Bearer <agent_key>`".to_string()
+    };
+    let needs = if write {
+        format!("{needs}; takes an optional idempotency_key (generated when absent, returned in the result)")
+    } else {
+        needs
+    };
+    let returns = returns_text(&output, write);
+    let next = next_step(&name, write);
+    let description = format!("{} Needs: {needs}. Returns: {returns}. Next: {next}", sentence(&what));
+    let annotations = if write {
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(DESTRUCTIVE.contains(&method.full_name()))
+            .idempotent(true)
+            .open_world(false)
+    } else {
+        ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false)
+    };
+    let title = format!("{}.{}", method.parent_service().name(), method.name());
+    let tool = Tool::new(name, description, Arc::new(input_schema))
+        .with_raw_output_schema(Arc::new(output_schema))
+        .with_title(title)
+        .annotate(annotations);
+    let path = format!("/{}/{}", method.parent_service().full_name(), method.name());
+    let path = PathAndQuery::try_from(path).expect("a method path is a valid URI path");
+    ToolSpec { kind: ToolKind::Rpc(Rpc { path, method: method.clone(), write }), tool }
+}
+
+/// The limits of `turn_wait`'s wait.
+pub const TURN_WAIT_DEFAULT_SECS: u64 = 30;
+pub const TURN_WAIT_MAX_SECS: u64 = 60;
+
+fn turn_wait_tool(pool: &DescriptorPool) -> ToolSpec {
+    let item = pool.get_message_by_name("kungfu.v1.TurnItem").expect("kungfu.v1.TurnItem is in the descriptor set");
+    let item_schema = Json::Object(schema::message_schema(&item, Direction::Output));
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "timeout_secs": {
+                "type": "integer", "minimum": 1, "maximum": TURN_WAIT_MAX_SECS,
+                "description": format!("How long to wait when nothing is owed, in seconds (default {TURN_WAIT_DEFAULT_SECS}).")
+            }
+        },
+        "additionalProperties": false
+    });
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "owed": {"type": "array", "items": item_schema, "description": "The caller's open obligations (the first page of its turn); empty when nothing is owed."},
+            "next_cursor": {"type": "string", "description": "Set when the turn has more items: pass it to turn_get as cursor."},
+            "as_of_seq": {"type": "integer", "description": "The sequence number of the last action the turn reflects."},
+            "wait_secs": {"type": "integer", "description": "How long this call waited, in seconds."},
+            "note": {"type": "string", "description": "What the answer means, in one line."}
+        },
+        "additionalProperties": false
+    });
+    let description = format!(
+        "Answers at once with the caller's open obligations when something is owed; otherwise waits on the turn's watch feed until something is, up to timeout_secs (default {TURN_WAIT_DEFAULT_SECS}, at most {TURN_WAIT_MAX_SECS}), and answers \"nothing owed\" when the wait ends empty. Use it instead of calling turn_get in a loop. Needs: the agent's key as `Authorization: Bearer <agent_key>`. Returns: owed (TurnItem list), next_cursor, as_of_seq, wait_secs, note. Next: {}",
+        next_step(TURN_WAIT, false)
+    );
+    let tool = Tool::new(TURN_WAIT, description, Arc::new(object(input)))
+        .with_raw_output_schema(Arc::new(object(output)))
+        .with_title("TurnService.GetTurn + WatchService.WatchTurn")
+        .annotate(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false));
+    ToolSpec { kind: ToolKind::TurnWait, tool }
+}
+
+fn object(v: Json) -> JsonObject {
+    match v {
+        Json::Object(m) => m,
+        _ => unreachable!("a literal object"),
+    }
+}
+
+/// "TurnPage: items, next_cursor, as_of_seq", plus the key of a write.
+fn returns_text(output: &MessageDescriptor, write: bool) -> String {
+    let mut fields: Vec<String> = output.fields().map(|f| f.name().to_string()).collect();
+    if write {
+        fields.push(IDEMPOTENCY_KEY.to_string());
+    }
+    format!("{} ({})", output.name(), fields.join(", "))
+}
+
+fn next_step(name: &str, write: bool) -> String {
+    if let Some((_, next)) = NEXT_STEPS.iter().find(|(n, _)| *n == name) {
+        return (*next).to_string();
+    }
+    if write {
+        "turn_get (or turn_wait) to see what is owed now; on a rejection, follow its next_step.".to_string()
+    } else {
+        "act on what it shows; working_set_get on any id lists the actions available there.".to_string()
+    }
+}
+
+/// A comment as a sentence: ends with a period.
+fn sentence(text: &str) -> String {
+    let t = text.trim();
+    if t.ends_with('.') { t.to_string() } else { format!("{t}.") }
+}
+
+fn set_property_description(schema: &mut JsonObject, property: &str, description: &str) {
+    if let Some(Json::Object(p)) = schema.get_mut("properties").and_then(|p| p.get_mut(property)) {
+        p.insert("description".into(), json!(description));
+    }
+}
+
+fn add_property(schema: &mut JsonObject, property: &str, value: Json) {
+    if let Some(Json::Object(p)) = schema.get_mut("properties") {
+        p.insert(property.to_string(), value);
+    }
+}

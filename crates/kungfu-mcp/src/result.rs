@@ -1,0 +1,93 @@
+//! Tool results: the one place that shapes what a call answers.
+//!
+//! - Success: `structuredContent` is the response message as JSON ([`crate::json`]); a write adds
+//!   `idempotency_key`, the key it was made with. The same JSON is the text content block, for
+//!   hosts that show only text.
+//! - Rejection: `isError: true` with `{code, message, field, next_step, definite,
+//!   retry_after_micros, fak_reason}` (and `idempotency_key` on a write), the fields of
+//!   [`Rejection`] that every door answers with. A call the node did not answer (unreachable, timed
+//!   out) is `UNAVAILABLE` with `definite: false`: the outcome is unknown, so repeat it with the
+//!   same key.
+//!
+//! Messages come from the node or from [`kungfu_api::FieldError`], which never quote participant
+//! content (L6, §12), so a result's structure and content stay apart.
+
+use crate::registry::IDEMPOTENCY_KEY;
+use kungfu_types::{Code, Rejection};
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value as Json, json};
+
+/// A successful call: the response, with the key of a write.
+pub fn success(response: Json, key: Option<&str>) -> CallToolResult {
+    let mut value = response;
+    if let (Some(k), Json::Object(m)) = (key, &mut value) {
+        m.insert(IDEMPOTENCY_KEY.to_string(), json!(k));
+    }
+    CallToolResult::structured(value)
+}
+
+/// A refused call as a tool error.
+pub fn rejection(r: &Rejection, key: Option<&str>) -> CallToolResult {
+    CallToolResult::structured_error(rejection_json(r, key))
+}
+
+/// The structured body of a refused call.
+pub fn rejection_json(r: &Rejection, key: Option<&str>) -> Json {
+    let mut m = Map::new();
+    m.insert("code".into(), json!(r.code.as_str()));
+    m.insert("message".into(), json!(r.message));
+    m.insert("field".into(), json!(r.field));
+    m.insert("next_step".into(), json!(r.next.as_str()));
+    m.insert("definite".into(), json!(r.definite));
+    m.insert("retry_after_micros".into(), json!(r.retry_after.map(|m| m.0)));
+    m.insert("fak_reason".into(), json!(r.fak_reason().map(|f| f.as_str())));
+    if let Some(leader) = &r.leader {
+        m.insert("leader".into(), json!(leader));
+    }
+    if let Some(k) = key {
+        m.insert(IDEMPOTENCY_KEY.into(), json!(k));
+    }
+    Json::Object(m)
+}
+
+/// What a failed gRPC call means to the caller: the rejection it carries, or, for a status that
+/// is not a Kungfu rejection (the node unreachable, a timeout, a proxy's answer), `UNAVAILABLE`
+/// with an unknown outcome.
+pub fn status_rejection(s: &tonic::Status) -> Rejection {
+    kungfu_api::status_rejection(s).unwrap_or_else(|| {
+        let mut r = Rejection::new(
+            Code::Unavailable,
+            format!(
+                "the node did not answer ({}): the outcome is unknown; repeat the call with the same idempotency_key",
+                code_name(s.code())
+            ),
+        );
+        r.definite = false;
+        r
+    })
+}
+
+/// The gRPC code by its canonical name (`DEADLINE_EXCEEDED`), without the status message, which
+/// may carry transport details no caller needs.
+fn code_name(code: tonic::Code) -> String {
+    let debug = format!("{code:?}");
+    let mut out = String::new();
+    for (i, c) in debug.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_names_are_canonical() {
+        assert_eq!(code_name(tonic::Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
+        assert_eq!(code_name(tonic::Code::Unavailable), "UNAVAILABLE");
+    }
+}
