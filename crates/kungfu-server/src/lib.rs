@@ -1,5 +1,5 @@
 //! The Kungfu node (`kungfud`): the public API over a replicated protocol core, as a service layer
-//! in domain terms with one adapter per transport (gRPC today).
+//! in domain terms with one adapter per transport (gRPC; MCP over HTTP, mounted by [`http`]).
 //!
 //! Table of contents:
 //! - [`config`]: TOML, flags and environment; the single-node default; validation naming the setting.
@@ -17,6 +17,8 @@
 //! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
 //! - [`grpc`]: the gRPC door: the six protocol services and `CoordService`, the operator and watch
 //!   services, request forwarding and oversize refusals, serving with health and reflection.
+//! - [`http`]: the HTTP listener (`http_listen`), where the MCP door (`kungfu-mcp`) is mounted at
+//!   `/mcp` as a client of this node's own API.
 //! - [`metrics`]: Prometheus metrics (actions, rejections, raft, deadline lateness).
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
 //! - [`secrets`]: generation of agent keys and admission grants.
@@ -30,6 +32,7 @@ pub mod config;
 pub mod credentials;
 pub mod deadlines;
 pub mod grpc;
+pub mod http;
 pub mod metrics;
 pub mod ratelimit;
 pub mod reads;

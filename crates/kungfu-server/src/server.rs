@@ -1,6 +1,7 @@
 //! Starting and stopping a node: opens the data directory, starts raft and its internal service,
-//! bootstraps the cluster when told to, serves the public API with health and reflection, runs the
-//! deadline scheduler, and shuts everything down cleanly.
+//! bootstraps the cluster when told to, serves the public API with health and reflection and, when
+//! `http_listen` is set, MCP on the HTTP listener (http.rs), runs the deadline scheduler, and shuts
+//! everything down cleanly.
 
 use crate::backend::Backend;
 use crate::config::Config;
@@ -62,18 +63,39 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let sweeper = tokio::spawn(backend.actors.clone().run_sweeper(stop_rx));
 
     // Open watch streams would hold the door's graceful shutdown forever; they end when it begins.
+    // The HTTP listener's open MCP streams likewise end on `http_stop`, cancelled at the same time.
     let watches = crate::watch::Watches::new(backend.clone());
+    let http_stop = tokio_util::sync::CancellationToken::new();
     let (began_tx, began_rx) = tokio::sync::oneshot::channel::<()>();
     let shutdown = {
         let watches = watches.clone();
+        let http_stop = http_stop.clone();
         async move {
             shutdown.await;
             watches.stop();
+            http_stop.cancel();
             let _ = began_tx.send(());
         }
     };
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
-    tracing::info!(api = %listener.local_addr()?, "serving the public API");
+    let api = listener.local_addr()?;
+    // The MCP door on the HTTP listener, a client of this node's own API (http.rs). Bound before
+    // the start-up line, so a port in use stops the start naming the setting.
+    let http = match config.http_listen {
+        Some(addr) => {
+            let http_listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("configuration: http_listen: cannot listen on {addr}: {e}"))?;
+            let url = crate::http::mcp_url(&config, http_listener.local_addr()?);
+            tracing::info!(api = %api, mcp = %url, "serving the public API at {api}; MCP at {url}");
+            let (config, stop) = (config.clone(), http_stop.clone());
+            Some(tokio::spawn(async move { crate::http::serve(&config, api, http_listener, stop).await }))
+        }
+        None => {
+            tracing::info!(api = %api, "serving the public API at {api}; no MCP (http_listen is not set)");
+            None
+        }
+    };
     let serve = crate::grpc::serve(backend.clone(), watches, listener, shutdown);
     // Graceful shutdown waits for open connections to finish, and an idle client keeps its
     // connection open: after SHUTDOWN_GRACE the remaining connections are dropped, so a node always
@@ -91,6 +113,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
 
     tracing::info!("shutting down");
+    http_stop.cancel();
+    if let Some(mut http) = http {
+        // Connections still open after the grace (a client holding an idle stream) are dropped.
+        match tokio::time::timeout(SHUTDOWN_GRACE, &mut http).await {
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "the HTTP listener (MCP) failed"),
+            Ok(_) => {}
+            Err(_) => {
+                tracing::warn!(grace = ?SHUTDOWN_GRACE, "MCP clients still connected at shutdown: closing their connections");
+                http.abort();
+            }
+        }
+    }
     let _ = stop_tx.send(true);
     let _ = scheduler.await;
     let _ = gauges.await;

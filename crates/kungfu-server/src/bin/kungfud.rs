@@ -32,8 +32,9 @@ struct Args {
     /// Token for operator calls.
     #[arg(long, env = "KUNGFU_OPERATOR_TOKEN", hide_env_values = true)]
     operator_token: Option<String>,
-    /// Log filter (tracing `EnvFilter` syntax).
-    #[arg(long, env = "KUNGFU_LOG", default_value = "info,openraft=warn", global = true)]
+    /// Log filter (tracing `EnvFilter` syntax). The MCP door's protocol library (rmcp) logs every
+    /// session at info: warnings only by default.
+    #[arg(long, env = "KUNGFU_LOG", default_value = "info,openraft=warn,rmcp=warn", global = true)]
     log: String,
     #[command(subcommand)]
     command: Option<Command>,

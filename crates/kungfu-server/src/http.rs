@@ -1,0 +1,82 @@
+//! The HTTP listener (`http_listen`): where the MCP door (`kungfu-mcp`) is mounted, at `/mcp`.
+//!
+//! The door is a client of this node's own public API: it holds a gRPC channel to the API
+//! listener over loopback, so an MCP call is authenticated, rate-limited, forwarded to the leader
+//! and answered exactly as the same call made over gRPC (STYLE habit 12: a transport stays at its
+//! door, and every door gives the same answer and the same code for the same request).
+//!
+//! Shutdown: the node's shutdown cancels `stop`, which ends the door's open streams and stops
+//! accepting; connections still open after [`SHUTDOWN_GRACE`](crate::server::SHUTDOWN_GRACE) are
+//! dropped, as on the API listener. The door's channel closes when the last request using it has
+//! ended, before the API listener's own graceful shutdown waits on it.
+
+use crate::config::Config;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use tokio_util::sync::CancellationToken;
+
+/// The address the door dials to reach this node's API: the API listener's own address, with an
+/// unspecified IP (`0.0.0.0`, `[::]`) replaced by loopback of the same family.
+pub fn own_api(api: SocketAddr) -> SocketAddr {
+    let ip = match api.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, api.port())
+}
+
+/// The MCP URL to log and print: the advertised address if one is configured, else the address the
+/// listener actually bound (which resolves a configured port 0).
+pub fn mcp_url(config: &Config, bound: SocketAddr) -> String {
+    match &config.http_advertise {
+        Some(advertised) => format!("http://{advertised}/mcp"),
+        None => format!("http://{bound}/mcp"),
+    }
+}
+
+/// Serves the MCP door on `listener` until `stop` is cancelled and the open connections have
+/// closed. `api` is the address the API listener bound.
+pub async fn serve(
+    config: &Config,
+    api: SocketAddr,
+    listener: tokio::net::TcpListener,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    // Lazy: the API listener is bound but may not be accepting yet when this runs; the first MCP
+    // request connects. The bounds are the API's own: a call answered within `write_timeout_ms`
+    // (plus a margin for the reply) is never cut off here first.
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{}", own_api(api)))?
+        .connect_timeout(std::time::Duration::from_secs(2))
+        .tcp_nodelay(true);
+    let door = kungfu_mcp::Door::new(endpoint.connect_lazy(), None);
+    let mut options = kungfu_mcp::HttpOptions {
+        allowed_hosts: config.mcp_allowed_hosts(),
+        allowed_origins: config.mcp_allowed_origins(),
+        max_body_bytes: config.mcp.max_body_bytes,
+    };
+    // A configured port 0 binds some free port: admit the loopback names at the port it got.
+    let bound = listener.local_addr()?;
+    if config.mcp.allowed_hosts.is_empty() && config.http_listen.is_some_and(|h| h.port() == 0) {
+        let bound_config = Config { http_listen: Some(bound), ..config.clone() };
+        options.allowed_hosts = bound_config.mcp_allowed_hosts();
+        if config.mcp.allowed_origins.is_empty() {
+            options.allowed_origins = bound_config.mcp_allowed_origins();
+        }
+    }
+    let router = kungfu_mcp::http_router(door, options, stop.clone());
+    axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_door_dials_loopback_when_the_api_listens_on_every_interface() {
+        let addr = |s: &str| s.parse::<SocketAddr>().expect("addr");
+        assert_eq!(own_api(addr("0.0.0.0:7400")), addr("127.0.0.1:7400"));
+        assert_eq!(own_api(addr("[::]:7400")), addr("[::1]:7400"));
+        assert_eq!(own_api(addr("10.1.2.3:7400")), addr("10.1.2.3:7400"));
+    }
+}
