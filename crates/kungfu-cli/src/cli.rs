@@ -132,6 +132,14 @@ pub enum Command {
         #[command(subcommand)]
         scenario: Option<DemoCmd>,
     },
+    /// Serve MCP over stdin/stdout as the profile's agent, for LLM hosts that launch stdio servers
+    /// (Claude Desktop, Codex): every tool call goes to the profile's endpoints with its agent key.
+    /// Stdout carries only the protocol. Nodes also serve MCP over HTTP at `/mcp` (docs/mcp.md).
+    Mcp {
+        /// Print the tools as a Markdown table (the list in docs/mcp.md) and exit.
+        #[arg(long)]
+        list_tools: bool,
+    },
     /// End-to-end benchmarks through the public API against a fresh local cluster of `kungfud`
     /// processes that the command starts, and kills and removes at the end. Use release builds:
     /// `cargo build --release --bin kungfu --bin kungfud`.

@@ -43,6 +43,10 @@ impl Ctx {
 
 /// Runs the command.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
+    // `mcp` serves the door over its own channel; stdout is the protocol stream from here on.
+    if let Command::Mcp { list_tools } = cli.command {
+        return crate::mcp::run(&cli, list_tools).await;
+    }
     // `dev` and `demo` manage their own connections (or none).
     if matches!(cli.command, Command::Dev(_) | Command::Demo { .. }) {
         let settings = crate::demo::Settings::from_cli(&cli);
@@ -82,8 +86,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Barrier(args) => crate::coordination::barrier(&ctx, args).await,
         // `bench` runs on its own runtime and never reaches here (main.rs).
-        Command::Dev(_) | Command::Demo { .. } | Command::Bench(_) => {
-            Err(CliError::other("dev, demo and bench are handled before connecting"))
+        Command::Dev(_) | Command::Demo { .. } | Command::Bench(_) | Command::Mcp { .. } => {
+            Err(CliError::other("dev, demo, bench and mcp are handled before connecting"))
         }
         Command::Watch(c) => watch(&ctx, c).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,

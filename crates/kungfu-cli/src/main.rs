@@ -11,6 +11,7 @@ mod demo;
 mod demo_coord;
 mod dev;
 mod error;
+mod mcp;
 mod output;
 mod profile;
 
