@@ -507,3 +507,33 @@ fn watch_follows_a_thread_and_resumes_after_the_last_entry() {
     // A thread the agent cannot read ends the command with NOT_FOUND's exit status.
     env.fails("lead", &["watch", "thread", "th_999"], 3);
 }
+
+/// The tool list in `docs/mcp.md` (between its `tools:begin` and `tools:end` markers) is what
+/// `kungfu mcp --list-tools` prints from the door's registry, so the doc cannot drift from the
+/// tools. `KUNGFU_BLESS=1` rewrites the section instead of failing.
+#[test]
+fn mcp_tools_doc_matches_the_registry() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kungfu")).args(["mcp", "--list-tools"]).output().expect("run kungfu");
+    assert!(out.status.success(), "kungfu mcp --list-tools: {}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8(out.stdout).expect("UTF-8");
+    for tool in ["agent_register", "thread_post", "assignment_take", "turn_get", "turn_wait"] {
+        assert!(listed.contains(&format!("`{tool}`")), "--list-tools lacks {tool}:\n{listed}");
+    }
+    let doc_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/mcp.md");
+    let doc = std::fs::read_to_string(&doc_path).expect("docs/mcp.md");
+    let (begin, end) = ("<!-- tools:begin -->\n", "<!-- tools:end -->");
+    let start = doc.find(begin).expect("docs/mcp.md has the tools:begin marker") + begin.len();
+    let stop = doc.find(end).expect("docs/mcp.md has the tools:end marker");
+    if doc[start..stop] == listed {
+        return;
+    }
+    if std::env::var_os("KUNGFU_BLESS").is_some() {
+        let blessed = format!("{}{listed}{}", &doc[..start], &doc[stop..]);
+        std::fs::write(&doc_path, blessed).expect("write docs/mcp.md");
+        return;
+    }
+    panic!(
+        "the tool list in docs/mcp.md differs from the registry: regenerate it with \
+         KUNGFU_BLESS=1 cargo nextest run --workspace -E 'test(mcp_tools_doc)'"
+    );
+}
