@@ -37,6 +37,14 @@ pub async fn run(cli: &Cli, list_tools: bool) -> Result<(), CliError> {
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
     let endpoints = crate::commands::endpoints(cli, &saved);
     let key = cli.key.clone().filter(|k| !k.is_empty()).or_else(|| saved.agent_key.clone());
+    if key.is_none() {
+        // Stderr: hosts keep it in their server log; stdout is the protocol.
+        eprintln!(
+            "kungfu mcp: profile `{}` has no agent key: every tool but agent_register will be refused \
+             UNAUTHENTICATED (run `kungfu --profile {} register`, or pass --key)",
+            cli.profile, cli.profile
+        );
+    }
     let channel = balanced(&endpoints, Duration::from_secs(cli.timeout_secs.max(1)))?;
     kungfu_mcp::serve_stdio(kungfu_mcp::Door::new(channel, key))
         .await
