@@ -14,7 +14,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolV
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use tonic::{Request, Response, Status};
 
 const GOOD: &str = "kf_good";
 const WAITER: &str = "kf_waiter";
+const IDLE: &str = "kf_idle";
 
 fn bearer<T>(r: &Request<T>) -> Option<String> {
     r.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string)
@@ -55,6 +56,7 @@ impl Node {
         match bearer(r).as_deref() {
             Some(b) if b == format!("Bearer {GOOD}") => Ok("good"),
             Some(b) if b == format!("Bearer {WAITER}") => Ok("waiter"),
+            Some(b) if b == format!("Bearer {IDLE}") => Ok("idle"),
             _ => Err(kungfu_api::rejection_status(&Rejection::new(Code::Unauthenticated, "unknown agent key"))),
         }
     }
@@ -65,6 +67,7 @@ impl TurnService for Node {
     async fn get_turn(&self, r: Request<pb::GetTurnRequest>) -> Result<Response<pb::TurnPage>, Status> {
         let items = match self.agent(&r)? {
             "good" => vec![item("asg_1")],
+            "idle" => vec![],
             _ if self.waiter_owes.load(Ordering::SeqCst) => vec![item("asg_2")],
             _ => vec![],
         };
@@ -120,12 +123,17 @@ impl WatchService for Node {
     type WatchThreadStream = ReceiverStream<Result<pb::ThreadEvent, Status>>;
 
     async fn watch_turn(&self, r: Request<pb::WatchTurnRequest>) -> Result<Response<Self::WatchTurnStream>, Status> {
-        self.agent(&r)?;
+        let idle = self.agent(&r)? == "idle";
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let owes = self.waiter_owes.clone();
         tokio::spawn(async move {
-            // The first event: the (empty) turn as it is; then, a moment later, an obligation.
+            // The first event: the (empty) turn as it is; then, a moment later, an obligation
+            // (never, for the idle agent).
             let _ = tx.send(Ok(pb::TurnEvent { reset: true, cursor: "c1".into(), ..Default::default() })).await;
+            if idle {
+                tx.closed().await;
+                return;
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
             owes.store(true, Ordering::SeqCst);
             let event = pb::TurnEvent { upserted: vec![item("asg_2")], cursor: "c2".into(), ..Default::default() };
@@ -146,6 +154,7 @@ impl WatchService for Node {
 
 /// The fake node and the door in front of it; both stop when dropped.
 struct Harness {
+    grpc: SocketAddr,
     mcp: SocketAddr,
     stop: CancellationToken,
 }
@@ -183,7 +192,7 @@ async fn harness(max_body_bytes: usize) -> Harness {
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).with_graceful_shutdown(http_stop.cancelled_owned()).await;
     });
-    Harness { mcp, stop }
+    Harness { grpc, mcp, stop }
 }
 
 async fn client(
@@ -325,6 +334,35 @@ async fn turn_wait_answers_when_the_watch_feed_brings_an_obligation() {
     assert!(s["wait_secs"].as_u64().expect("waited") < 10);
     let refused = call(&c, "turn_wait", json!({"timeout_secs": 0})).await;
     assert_eq!(structured(&refused)["field"], json!("timeout_secs"));
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn turn_wait_answers_nothing_owed_when_the_wait_ends_empty() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(IDLE), legacy()).await;
+    let s = structured(&call(&c, "turn_wait", json!({"timeout_secs": 1})).await);
+    assert_eq!(s["owed"], json!([]));
+    assert_eq!(s["wait_secs"], json!(1));
+    assert!(s["note"].as_str().unwrap_or("").starts_with("nothing owed"), "{s}");
+    c.cancel().await.expect("close");
+}
+
+/// The stdio door's shape: one session over a byte stream, calls made with the default key.
+#[tokio::test]
+async fn a_door_over_a_byte_stream_calls_with_its_default_key() {
+    let h = harness(64 * 1024).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.grpc)).expect("uri").connect_lazy();
+    let door = Door::new(channel, Some(GOOD.to_string()));
+    let (server_end, client_end) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        if let Ok(running) = door.serve(tokio::io::split(server_end)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let c = ClientConfig::default().serve(tokio::io::split(client_end)).await.expect("the client starts");
+    let s = structured(&call(&c, "turn_get", json!({})).await);
+    assert_eq!(s["items"][0]["obligation"], json!({"assignment_delivery": "asg_1"}));
     c.cancel().await.expect("close");
 }
 
