@@ -16,6 +16,7 @@
 //! - [`result`]: success and rejection results.
 //! - [`door`]: [`Door`], the rmcp server handler.
 //! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
+//! - [`sessions`]: the bounded session manager of the 2025-11-25 revision.
 //! - [`stdio`]: [`serve_stdio`], the stdio door.
 //! - [`error`]: [`Error`], what can stop a door.
 
@@ -27,6 +28,7 @@ pub mod json;
 pub mod registry;
 pub mod result;
 pub mod schema;
+pub mod sessions;
 pub mod stdio;
 
 pub use door::Door;
