@@ -146,11 +146,13 @@ impl Door {
         Ok(result::success(turn_wait_answer(&turn, waited), None))
     }
 
+    /// The first page of the turn, through the same registry entry as `turn_get`.
     async fn get_turn(&self, bearer: Option<&Bearer>) -> Result<DynamicMessage, Rejection> {
-        let reg = registry();
-        let request = DynamicMessage::new(reg.message("GetTurnRequest"));
-        let path = http::uri::PathAndQuery::from_static("/kungfu.v1.TurnService/GetTurn");
-        call::unary(&self.api, path, reg.message("TurnPage"), request, bearer, CALL_TIMEOUT)
+        let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
+            unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
+        };
+        let request = DynamicMessage::new(rpc.method.input());
+        call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, bearer, CALL_TIMEOUT)
             .await
             .map_err(|s| refusal(&s))
     }
