@@ -15,8 +15,8 @@ use tonic::{Request, Status, Streaming};
 /// The deadline of one unary call: sent as `grpc-timeout` and enforced here too, so a node that
 /// never answers cannot hold a tool call open.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// How much later than the node's deadline the local one fires: the node's answer (a definite
-/// `DEADLINE_PASSED`-free timeout status) should arrive first.
+/// How much later than the node's deadline the local one fires, so that the node's own answer to
+/// an expired call arrives first when the node is there to give one.
 const LOCAL_SLACK: Duration = Duration::from_secs(2);
 
 /// A bearer credential as gRPC metadata (`authorization: Bearer …`), checked once by the caller.

@@ -109,7 +109,7 @@ impl Door {
         let key = if rpc.write { Some(ensure_idempotency_key(&mut request)?) } else { None };
         match call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, bearer, CALL_TIMEOUT).await {
             Ok(response) => Ok(result::success(json::message_to_json(&response), key.as_deref())),
-            Err(status) => Ok(result::rejection(&result::status_rejection(&status), key.as_deref())),
+            Err(status) => Ok(result::rejection(&refusal(&status), key.as_deref())),
         }
     }
 
@@ -146,13 +146,15 @@ impl Door {
         Ok(result::success(turn_wait_answer(&turn, waited), None))
     }
 
+    /// The first page of the turn, through the same registry entry as `turn_get`.
     async fn get_turn(&self, bearer: Option<&Bearer>) -> Result<DynamicMessage, Rejection> {
-        let reg = registry();
-        let request = DynamicMessage::new(reg.message("GetTurnRequest"));
-        let path = http::uri::PathAndQuery::from_static("/kungfu.v1.TurnService/GetTurn");
-        call::unary(&self.api, path, reg.message("TurnPage"), request, bearer, CALL_TIMEOUT)
+        let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
+            unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
+        };
+        let request = DynamicMessage::new(rpc.method.input());
+        call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, bearer, CALL_TIMEOUT)
             .await
-            .map_err(|s| result::status_rejection(&s))
+            .map_err(|s| refusal(&s))
     }
 
     /// Waits until a turn event brings an item, the stream ends, `deadline` passes or the host
@@ -169,7 +171,7 @@ impl Door {
         let budget = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
         let open = call::server_streaming(&self.api, path, reg.message("TurnEvent"), request, bearer, budget);
         let mut stream = tokio::select! {
-            s = open => s.map_err(|s| result::status_rejection(&s))?,
+            s = open => s.map_err(|s| refusal(&s))?,
             _ = tokio::time::sleep_until(deadline) => return Ok(()),
             _ = ctx.ct.cancelled() => return Ok(()),
         };
@@ -188,6 +190,16 @@ impl Door {
     }
 }
 
+/// What a failed call answers. A status that is no Kungfu rejection means the node did not answer
+/// at all: the caller is told (UNAVAILABLE, outcome unknown), and it is logged here, the one place
+/// it is handled, because an unreachable API is something an operator looks at.
+fn refusal(status: &tonic::Status) -> Rejection {
+    if kungfu_api::status_rejection(status).is_none() {
+        tracing::warn!(code = ?status.code(), message = status.message(), "the MCP door's call to the API got no answer");
+    }
+    result::status_rejection(status)
+}
+
 fn bad_credential() -> Rejection {
     Rejection::new(Code::Unauthenticated, "the Authorization header is not a valid bearer credential")
 }
@@ -201,8 +213,10 @@ fn ensure_idempotency_key(request: &mut DynamicMessage) -> Result<String, ErrorD
     if let Some(k) = given {
         return Ok(k);
     }
-    let k = kungfu_client::new_idempotency_key()
-        .map_err(|e| ErrorData::internal_error(format!("no idempotency key could be generated: {e}"), None))?;
+    let k = kungfu_client::new_idempotency_key().map_err(|e| {
+        tracing::error!(error = %e, "the MCP door could not generate an idempotency key");
+        ErrorData::internal_error(format!("no idempotency key could be generated: {e}"), None)
+    })?;
     request.set_field_by_name(IDEMPOTENCY_KEY, Proto::String(k.clone()));
     Ok(k)
 }

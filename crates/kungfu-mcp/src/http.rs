@@ -2,8 +2,8 @@
 //! protocol revisions hosts use today.
 //!
 //! - 2025-11-25 and older: `initialize` opens a session (`Mcp-Session-Id`); POST carries calls,
-//!   GET the server's stream, DELETE ends the session. Sessions live in this process and close
-//!   after [`SESSION_IDLE`] without traffic.
+//!   GET the server's stream, DELETE ends the session. Sessions live in this process, close after
+//!   [`SESSION_IDLE`] without traffic, and are at most [`MAX_SESSIONS`] at once.
 //! - 2026-07-28: no session; `server/discover` and self-contained requests (each with its
 //!   protocol version and capabilities in `_meta`), answered as plain JSON. rmcp picks the path
 //!   per request from the request itself, so one endpoint serves both.
@@ -13,6 +13,7 @@
 //! none), and a request body over the limit is refused with 413 before it is parsed.
 
 use crate::door::Door;
+use crate::sessions::{BoundedSessions, MAX_SESSIONS};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
@@ -71,6 +72,7 @@ pub fn http_router(door: Door, options: HttpOptions, shutdown: CancellationToken
         .with_cancellation_token(shutdown);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let sessions = BoundedSessions::new(sessions, MAX_SESSIONS);
     let service = StreamableHttpService::new(move || Ok(door.clone()), Arc::new(sessions), config);
     axum::Router::new().route_service(PATH, service)
 }

@@ -136,17 +136,17 @@ fn object_to_message(
             // proto3 JSON: null is the field's default, i.e. absent.
             continue;
         }
-        if let Some(oneof) = field.containing_oneof().filter(|o| !o.is_synthetic()) {
-            if let Some(other) = oneof_cases.insert(oneof.name().to_string(), field.name().to_string()) {
-                return Err(FieldError::new(
-                    path,
-                    format!(
-                        "cannot be set together with `{}`: set exactly one case of `{}`",
-                        join(prefix, &other),
-                        oneof.name()
-                    ),
-                ));
-            }
+        if let Some(oneof) = field.containing_oneof().filter(|o| !o.is_synthetic())
+            && let Some(other) = oneof_cases.insert(oneof.name().to_string(), field.name().to_string())
+        {
+            return Err(FieldError::new(
+                path,
+                format!(
+                    "cannot be set together with `{}`: set exactly one case of `{}`",
+                    join(prefix, &other),
+                    oneof.name()
+                ),
+            ));
         }
         let v = field_to_proto(&field, value, &path)?;
         msg.set_field(&field, v);

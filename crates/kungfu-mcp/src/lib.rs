@@ -16,8 +16,9 @@
 //! - [`result`]: success and rejection results.
 //! - [`door`]: [`Door`], the rmcp server handler.
 //! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
+//! - [`sessions`]: the bounded session manager of the 2025-11-25 revision.
 //! - [`stdio`]: [`serve_stdio`], the stdio door.
-//! - [`error`]: [`Error`].
+//! - [`error`]: [`Error`], what can stop a door.
 
 pub mod call;
 pub mod door;
@@ -27,6 +28,7 @@ pub mod json;
 pub mod registry;
 pub mod result;
 pub mod schema;
+pub mod sessions;
 pub mod stdio;
 
 pub use door::Door;
@@ -39,8 +41,8 @@ pub fn tool_names() -> Vec<&'static str> {
     registry::registry().tools().iter().map(|t| t.name()).collect()
 }
 
-/// The tool list as Markdown, for `docs/mcp.md`: one section per tool with its RPC, annotations,
-/// description and input fields.
+/// The tool list as a Markdown table, for `docs/mcp.md`: one row per tool with its RPC, whether
+/// it reads or writes, and its description.
 pub fn tools_markdown() -> String {
     let mut out = String::from("| tool | RPC | kind | description |\n|---|---|---|---|\n");
     for spec in registry::registry().tools() {

@@ -1,0 +1,412 @@
+//! The door end to end, in process: a small tonic server implementing three services of the real
+//! API (turns, agents, the turn's watch feed) on a loopback port, a [`Door`] over a channel to it,
+//! its HTTP router on another loopback port, driven by rmcp's own Streamable HTTP client in both
+//! protocol revisions, plus raw HTTP for what a client library would not send (a foreign Host, an
+//! oversize body).
+
+use kungfu_api::pb;
+use kungfu_api::pb::agent_service_server::{AgentService, AgentServiceServer};
+use kungfu_api::pb::turn_service_server::{TurnService, TurnServiceServer};
+use kungfu_api::pb::watch_service_server::{WatchService, WatchServiceServer};
+use kungfu_mcp::{Door, HttpOptions, http_router};
+use kungfu_types::{Code, Rejection};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{Value as Json, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+const GOOD: &str = "kf_good";
+const WAITER: &str = "kf_waiter";
+const IDLE: &str = "kf_idle";
+
+fn bearer<T>(r: &Request<T>) -> Option<String> {
+    r.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+fn item(asg: &str) -> pb::TurnItem {
+    pb::TurnItem {
+        obligation: Some(pb::ObligationRef { kind: Some(pb::obligation_ref::Kind::AssignmentDelivery(asg.into())) }),
+        kind: pb::ObligationKind::Delivery as i32,
+        object: "th_1".into(),
+        arose_at_unix_micros: 1_700_000_000_000_000,
+        due_at_unix_micros: Some(1_700_000_060_000_000),
+        next: pb::NextStep::Deliver as i32,
+    }
+}
+
+/// The fake node's state: whether the waiter owes something yet (set by its watch feed).
+#[derive(Clone, Default)]
+struct Node {
+    waiter_owes: Arc<AtomicBool>,
+}
+
+impl Node {
+    /// The agent a bearer names, refused like the real node when it names none.
+    fn agent<T>(&self, r: &Request<T>) -> Result<&'static str, Status> {
+        match bearer(r).as_deref() {
+            Some(b) if b == format!("Bearer {GOOD}") => Ok("good"),
+            Some(b) if b == format!("Bearer {WAITER}") => Ok("waiter"),
+            Some(b) if b == format!("Bearer {IDLE}") => Ok("idle"),
+            _ => Err(kungfu_api::rejection_status(&Rejection::new(Code::Unauthenticated, "unknown agent key"))),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl TurnService for Node {
+    async fn get_turn(&self, r: Request<pb::GetTurnRequest>) -> Result<Response<pb::TurnPage>, Status> {
+        let items = match self.agent(&r)? {
+            "good" => vec![item("asg_1")],
+            "idle" => vec![],
+            _ if self.waiter_owes.load(Ordering::SeqCst) => vec![item("asg_2")],
+            _ => vec![],
+        };
+        Ok(Response::new(pb::TurnPage { items, next_cursor: String::new(), as_of_seq: 9 }))
+    }
+
+    async fn get_opportunities(
+        &self,
+        _r: Request<pb::GetOpportunitiesRequest>,
+    ) -> Result<Response<pb::OpportunityPage>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn get_working_set(&self, r: Request<pb::GetWorkingSetRequest>) -> Result<Response<pb::WorkingSet>, Status> {
+        self.agent(&r)?;
+        // What kungfu-api answers for an empty object id.
+        Err(kungfu_api::field_error_status(&kungfu_api::FieldError::missing("object")))
+    }
+}
+
+#[tonic::async_trait]
+impl AgentService for Node {
+    async fn register(&self, r: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
+        // The key the door generated must arrive; the fake derives the agent key from it so the
+        // test can see both ends agree.
+        let key = &r.get_ref().idempotency_key;
+        if key.is_empty() {
+            return Err(kungfu_api::field_error_status(&kungfu_api::FieldError::missing("idempotency_key")));
+        }
+        Ok(Response::new(pb::RegisterResponse {
+            receipt: Some(pb::Receipt {
+                kind: "register".into(),
+                at_unix_micros: 1,
+                seq: Some(1),
+                ..Default::default()
+            }),
+            replayed: false,
+            agent_key: format!("kf_for_{key}"),
+        }))
+    }
+
+    async fn deactivate(
+        &self,
+        _r: Request<pb::DeactivateAgentRequest>,
+    ) -> Result<Response<pb::DeactivateAgentResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+}
+
+#[tonic::async_trait]
+impl WatchService for Node {
+    type WatchTurnStream = ReceiverStream<Result<pb::TurnEvent, Status>>;
+    type WatchThreadStream = ReceiverStream<Result<pb::ThreadEvent, Status>>;
+
+    async fn watch_turn(&self, r: Request<pb::WatchTurnRequest>) -> Result<Response<Self::WatchTurnStream>, Status> {
+        let idle = self.agent(&r)? == "idle";
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let owes = self.waiter_owes.clone();
+        tokio::spawn(async move {
+            // The first event: the (empty) turn as it is; then, a moment later, an obligation
+            // (never, for the idle agent).
+            let _ = tx.send(Ok(pb::TurnEvent { reset: true, cursor: "c1".into(), ..Default::default() })).await;
+            if idle {
+                tx.closed().await;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            owes.store(true, Ordering::SeqCst);
+            let event = pb::TurnEvent { upserted: vec![item("asg_2")], cursor: "c2".into(), ..Default::default() };
+            let _ = tx.send(Ok(event)).await;
+            // Keep the stream open as a real one would.
+            tx.closed().await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn watch_thread(
+        &self,
+        _r: Request<pb::WatchThreadRequest>,
+    ) -> Result<Response<Self::WatchThreadStream>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+}
+
+/// The fake node and the door in front of it; both stop when dropped.
+struct Harness {
+    grpc: SocketAddr,
+    mcp: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn harness(max_body_bytes: usize) -> Harness {
+    let stop = CancellationToken::new();
+    let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
+    let grpc = grpc_listener.local_addr().expect("addr");
+    let node = Node::default();
+    let grpc_stop = stop.clone();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TurnServiceServer::new(node.clone()))
+            .add_service(AgentServiceServer::new(node.clone()))
+            .add_service(WatchServiceServer::new(node))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), grpc_stop.cancelled_owned()),
+    );
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}")).expect("uri").connect_lazy();
+    let door = Door::new(channel, None);
+    let options = HttpOptions {
+        allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()],
+        allowed_origins: vec!["http://localhost:*".into()],
+        max_body_bytes,
+    };
+    let router = http_router(door, options, stop.child_token());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind mcp");
+    let mcp = listener.local_addr().expect("addr");
+    let http_stop = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).with_graceful_shutdown(http_stop.cancelled_owned()).await;
+    });
+    Harness { grpc, mcp, stop }
+}
+
+async fn client(
+    h: &Harness,
+    key: Option<&str>,
+    lifecycle: ClientLifecycleMode,
+) -> RunningService<RoleClient, ClientConfig> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", h.mcp));
+    if let Some(k) = key {
+        config = config.auth_header(k);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let mut info = ClientConfig::default();
+    if matches!(lifecycle, ClientLifecycleMode::Initialize) {
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+    }
+    info.serve_with_lifecycle(transport, lifecycle).await.expect("the client starts")
+}
+
+fn legacy() -> ClientLifecycleMode {
+    ClientLifecycleMode::Initialize
+}
+
+fn stateless() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+}
+
+async fn call(c: &RunningService<RoleClient, ClientConfig>, name: &'static str, args: Json) -> CallToolResult {
+    let Json::Object(args) = args else { panic!("arguments are an object") };
+    c.call_tool(CallToolRequestParams::new(name).with_arguments(args)).await.expect("a tool result")
+}
+
+fn structured(r: &CallToolResult) -> Json {
+    let s = r.structured_content.clone().expect("structured content");
+    let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("a text block");
+    assert_eq!(serde_json::from_str::<Json>(&text).expect("the text is JSON"), s, "text and structure agree");
+    s
+}
+
+/// The same conversation in either revision: list, a read, a write with a generated key, two
+/// refusals and an unknown tool.
+async fn converse(c: &RunningService<RoleClient, ClientConfig>) {
+    let tools = c.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), kungfu_mcp::tool_names().len());
+    assert!(tools.iter().any(|t| t.name == "turn_get" && t.output_schema.is_some()));
+
+    let turn = call(c, "turn_get", json!({})).await;
+    assert_eq!(turn.is_error, Some(false));
+    assert_eq!(
+        structured(&turn),
+        json!({
+            "items": [{
+                "obligation": {"assignment_delivery": "asg_1"},
+                "kind": "OBLIGATION_KIND_DELIVERY",
+                "object": "th_1",
+                "arose_at_unix_micros": 1_700_000_000_000_000_i64,
+                "due_at_unix_micros": 1_700_000_060_000_000_i64,
+                "next": "NEXT_STEP_DELIVER"
+            }],
+            "next_cursor": "",
+            "as_of_seq": 9
+        })
+    );
+
+    let refused = call(c, "working_set_get", json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    let e = structured(&refused);
+    assert_eq!(
+        (e["code"].clone(), e["field"].clone(), e["definite"].clone()),
+        (json!("INVALID_ARGUMENT"), json!("object"), json!(true))
+    );
+    assert_eq!(e["next_step"], json!("revise"));
+
+    let malformed = call(c, "working_set_get", json!({"object": 5})).await;
+    assert_eq!(malformed.is_error, Some(true), "a wrong type is a tool error, like gRPC's INVALID_ARGUMENT");
+    assert_eq!(structured(&malformed)["field"], json!("object"));
+
+    let unknown = c.call_tool(CallToolRequestParams::new("thread_teleport")).await;
+    assert!(unknown.is_err(), "an unknown tool is a JSON-RPC error");
+}
+
+#[tokio::test]
+async fn revision_2025_11_25_serves_tools_in_a_session() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(GOOD), legacy()).await;
+    let version = c.peer_info().map(|p| p.protocol_version.clone());
+    assert_eq!(version, Some(ProtocolVersion::V_2025_11_25));
+    converse(&c).await;
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn revision_2026_07_28_serves_tools_statelessly() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(GOOD), stateless()).await;
+    let version = c.peer_info().map(|p| p.protocol_version.clone());
+    assert_eq!(version, Some(ProtocolVersion::V_2026_07_28));
+    converse(&c).await;
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn register_works_without_a_key_and_reports_the_generated_idempotency_key() {
+    let h = harness(64 * 1024).await;
+    for lifecycle in [legacy(), stateless()] {
+        let c = client(&h, None, lifecycle).await;
+        assert!(!c.list_all_tools().await.expect("tools/list needs no key").is_empty());
+        let r = call(&c, "agent_register", json!({})).await;
+        assert_eq!(r.is_error, Some(false));
+        let s = structured(&r);
+        let key = s["idempotency_key"].as_str().expect("the key used").to_string();
+        assert!(key.starts_with("sdk-"), "{key}");
+        assert_eq!(s["agent_key"], json!(format!("kf_for_{key}")), "the node got the same key");
+        let again = structured(&call(&c, "agent_register", json!({"idempotency_key": "mine-1"})).await);
+        assert_eq!(again["idempotency_key"], json!("mine-1"));
+        c.cancel().await.expect("close");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_or_bad_key_is_a_tool_error_not_an_http_401() {
+    let h = harness(64 * 1024).await;
+    for (key, lifecycle) in [(None, legacy()), (Some("kf_wrong"), stateless())] {
+        let c = client(&h, key, lifecycle).await;
+        let r = call(&c, "turn_get", json!({})).await;
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(structured(&r)["code"], json!("UNAUTHENTICATED"));
+        c.cancel().await.expect("close");
+    }
+}
+
+#[tokio::test]
+async fn turn_wait_answers_when_the_watch_feed_brings_an_obligation() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(WAITER), stateless()).await;
+    let r = call(&c, "turn_wait", json!({"timeout_secs": 10})).await;
+    let s = structured(&r);
+    assert_eq!(s["owed"][0]["obligation"], json!({"assignment_delivery": "asg_2"}), "{s}");
+    assert!(s["wait_secs"].as_u64().expect("waited") < 10);
+    let refused = call(&c, "turn_wait", json!({"timeout_secs": 0})).await;
+    assert_eq!(structured(&refused)["field"], json!("timeout_secs"));
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn turn_wait_answers_nothing_owed_when_the_wait_ends_empty() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(IDLE), legacy()).await;
+    let s = structured(&call(&c, "turn_wait", json!({"timeout_secs": 1})).await);
+    assert_eq!(s["owed"], json!([]));
+    assert_eq!(s["wait_secs"], json!(1));
+    assert!(s["note"].as_str().unwrap_or("").starts_with("nothing owed"), "{s}");
+    c.cancel().await.expect("close");
+}
+
+/// The stdio door's shape: one session over a byte stream, calls made with the default key.
+#[tokio::test]
+async fn a_door_over_a_byte_stream_calls_with_its_default_key() {
+    let h = harness(64 * 1024).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.grpc)).expect("uri").connect_lazy();
+    let door = Door::new(channel, Some(GOOD.to_string()));
+    let (server_end, client_end) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        if let Ok(running) = door.serve(tokio::io::split(server_end)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let c = ClientConfig::default().serve(tokio::io::split(client_end)).await.expect("the client starts");
+    let s = structured(&call(&c, "turn_get", json!({})).await);
+    assert_eq!(s["items"][0]["obligation"], json!({"assignment_delivery": "asg_1"}));
+    c.cancel().await.expect("close");
+}
+
+/// One raw HTTP/1.1 request; the status code of its answer.
+async fn raw_status(addr: SocketAddr, head: &str, body: &[u8]) -> u16 {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(head.as_bytes()).await.expect("write head");
+    // The server may answer and close before reading a large body: ignore a broken pipe.
+    let _ = s.write_all(body).await;
+    let mut buf = vec![0; 64];
+    let n = s.read(&mut buf).await.expect("read");
+    let line = String::from_utf8_lossy(&buf[..n]).to_string();
+    line.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no status in {line:?}"))
+}
+
+fn post_head(host: &str, extra: &str, len: usize) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}Content-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+#[tokio::test]
+async fn a_foreign_host_or_origin_is_refused_against_dns_rebinding() {
+    let h = harness(64 * 1024).await;
+    let ok = raw_status(h.mcp, &post_head(&h.mcp.to_string(), "", INITIALIZE.len()), INITIALIZE.as_bytes()).await;
+    assert_eq!(ok, 200);
+    let rebound = raw_status(h.mcp, &post_head("evil.example", "", INITIALIZE.len()), INITIALIZE.as_bytes()).await;
+    assert_eq!(rebound, 403);
+    let origin = "Origin: http://evil.example\r\n";
+    let foreign =
+        raw_status(h.mcp, &post_head(&h.mcp.to_string(), origin, INITIALIZE.len()), INITIALIZE.as_bytes()).await;
+    assert_eq!(foreign, 403);
+    let local = "Origin: http://localhost:5173\r\n";
+    let allowed =
+        raw_status(h.mcp, &post_head(&h.mcp.to_string(), local, INITIALIZE.len()), INITIALIZE.as_bytes()).await;
+    assert_eq!(allowed, 200);
+}
+
+#[tokio::test]
+async fn an_oversize_body_is_refused_with_413() {
+    let h = harness(1024).await;
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#, "x".repeat(4096));
+    let status = raw_status(h.mcp, &post_head(&h.mcp.to_string(), "", body.len()), body.as_bytes()).await;
+    assert_eq!(status, 413);
+}
