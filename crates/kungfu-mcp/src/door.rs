@@ -8,7 +8,11 @@
 //! a tool result, refusals with `isError: true`. A missing or bad key is such a refusal
 //! (`UNAUTHENTICATED`), never an HTTP 401, which would send hosts into OAuth discovery.
 
+// rmcp marks logging deprecated (SEP-2577); both revisions the door serves still define it.
+#![allow(deprecated)]
+
 use crate::call::{self, Bearer, CALL_TIMEOUT};
+use crate::features::{self, SessionLevel, Target};
 use crate::json;
 use crate::registry::{IDEMPOTENCY_KEY, Rpc, TURN_WAIT_DEFAULT_SECS, TURN_WAIT_MAX_SECS, ToolKind, registry};
 use crate::result;
@@ -16,8 +20,10 @@ use kungfu_api::FieldError;
 use kungfu_types::{Code, Rejection};
 use prost_reflect::{DynamicMessage, Value as Proto};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -40,12 +46,18 @@ pub struct Door {
     /// The key of calls whose request carries none: the stdio door's profile key. The HTTP door
     /// has none; each request brings its own `Authorization` header.
     default_key: Option<String>,
+    /// The level `logging/setLevel` set: one per session (see [`Door::for_session`]).
+    level: SessionLevel,
 }
 
 impl std::fmt::Debug for Door {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The key is a secret: only whether there is one.
-        f.debug_struct("Door").field("api", &self.api).field("default_key", &self.default_key.is_some()).finish()
+        f.debug_struct("Door")
+            .field("api", &self.api)
+            .field("default_key", &self.default_key.is_some())
+            .field("level", &self.level)
+            .finish()
     }
 }
 
@@ -55,7 +67,52 @@ impl Door {
     pub fn new(api: Channel, default_key: Option<String>) -> Door {
         // Build the registry now, so a defect in it shows at startup rather than on a first call.
         let _ = registry();
-        Door { api, default_key }
+        Door { api, default_key, level: SessionLevel::default() }
+    }
+
+    /// The same door with a logging level of its own: the HTTP door makes one per session, so one
+    /// session's `logging/setLevel` is not another's.
+    pub fn for_session(&self) -> Door {
+        Door { api: self.api.clone(), default_key: self.default_key.clone(), level: SessionLevel::default() }
+    }
+
+    /// The least level to send for this request: its own `_meta` logLevel (2026-07-28), else the
+    /// session's; none means send nothing.
+    fn log_level(&self, ctx: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
+        ctx.meta.log_level().or_else(|| self.level.get())
+    }
+
+    /// Sends one of the door's own events to the host, when its level asks for it. Best effort: a
+    /// host that is gone misses it.
+    async fn log(&self, ctx: &RequestContext<RoleServer>, level: LoggingLevel, data: Json) {
+        if !features::should_send(self.log_level(ctx), level) {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(level, data);
+        param.logger = Some(features::LOGGER.to_string());
+        if let Err(e) = ctx.peer.notify_logging_message(param).await {
+            tracing::debug!(error = %e, "an MCP log message could not be sent");
+        }
+    }
+
+    /// Reads one resource with the request's key.
+    async fn read(&self, uri: &str, ctx: &RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+        let target = features::target(uri)?;
+        let (tool, args) = match target {
+            Target::Tools => return Ok(features::tools_contents().into()),
+            Target::Turn => ("turn_get", JsonObject::new()),
+            Target::WorkingSet(object) => {
+                let mut args = JsonObject::new();
+                args.insert("object".into(), Json::String(object));
+                ("working_set_get", args)
+            }
+        };
+        let answer = self.call(tool, Some(&args), ctx).await?;
+        let body = answer.structured_content.unwrap_or(Json::Null);
+        if answer.is_error == Some(true) {
+            return Err(features::read_refused(uri, body));
+        }
+        Ok(features::json_contents(uri, &body).into())
     }
 
     /// The credential of one call: the request's `Authorization` header as it came (HTTP), else
@@ -75,8 +132,24 @@ impl Door {
         text.map(|t| t.parse::<Bearer>().map_err(|_| bad_credential())).transpose()
     }
 
-    /// Serves one tool call.
+    /// Serves one tool call, and logs a refusal to the host (structure only).
     pub async fn call(
+        &self,
+        name: &str,
+        args: Option<&JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let answer = self.call_unlogged(name, args, ctx).await?;
+        if answer.is_error == Some(true)
+            && let Some(rejection) = &answer.structured_content
+        {
+            let (level, data) = features::refusal_event(name, rejection);
+            self.log(ctx, level, data).await;
+        }
+        Ok(answer)
+    }
+
+    async fn call_unlogged(
         &self,
         name: &str,
         args: Option<&JsonObject>,
@@ -268,7 +341,9 @@ fn turn_wait_answer(turn: &DynamicMessage, waited_secs: u64) -> Json {
 
 impl ServerHandler for Door {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities =
+            ServerCapabilities::builder().enable_logging().enable_prompts().enable_resources().enable_tools().build();
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("kungfu", env!("CARGO_PKG_VERSION")).with_title("Kungfu").with_description(
                     "Coordination facts for agents: threads, assignments, Tasks, Memories and turns.",
@@ -296,5 +371,61 @@ impl ServerHandler for Door {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         registry().get(name).map(|t| t.tool.clone())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // 2026-07-28 removed logging/setLevel (a request carries its own `_meta` logLevel): a
+        // stateless request gets the spec's Method not found.
+        let stateless = context.meta.protocol_version().is_some()
+            || context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if stateless {
+            return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
+        }
+        self.level.set(request.level);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(features::resources())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(features::resource_templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(&request.uri, &context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(features::prompts())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        features::get_prompt(&request.name, request.arguments.as_ref()).map(GetPromptResponse::from)
     }
 }

@@ -73,6 +73,6 @@ pub fn http_router(door: Door, options: HttpOptions, shutdown: CancellationToken
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = BoundedSessions::new(sessions, MAX_SESSIONS);
-    let service = StreamableHttpService::new(move || Ok(door.clone()), Arc::new(sessions), config);
+    let service = StreamableHttpService::new(move || Ok(door.for_session()), Arc::new(sessions), config);
     axum::Router::new().route_service(PATH, service)
 }

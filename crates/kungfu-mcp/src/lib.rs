@@ -15,6 +15,7 @@
 //! - [`call`]: the generic gRPC call over a dynamic message.
 //! - [`result`]: success and rejection results.
 //! - [`door`]: [`Door`], the rmcp server handler.
+//! - [`features`]: logging, resources and the prompt, besides the tools.
 //! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
 //! - [`sessions`]: the bounded session manager of the 2025-11-25 revision.
 //! - [`stdio`]: [`serve_stdio`], the stdio door.
@@ -23,6 +24,7 @@
 pub mod call;
 pub mod door;
 pub mod error;
+pub mod features;
 pub mod http;
 pub mod json;
 pub mod registry;

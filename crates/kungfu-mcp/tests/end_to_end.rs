@@ -3,6 +3,7 @@
 //! its HTTP router on another loopback port, driven by rmcp's own Streamable HTTP client in both
 //! protocol revisions, plus raw HTTP for what a client library would not send (a foreign Host, an
 //! oversize body).
+#![allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); the door still serves it.
 
 use kungfu_api::pb;
 use kungfu_api::pb::agent_service_server::{AgentService, AgentServiceServer};
@@ -10,10 +11,16 @@ use kungfu_api::pb::turn_service_server::{TurnService, TurnServiceServer};
 use kungfu_api::pb::watch_service_server::{WatchService, WatchServiceServer};
 use kungfu_mcp::{Door, HttpOptions, http_router};
 use kungfu_types::{Code, Rejection};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResult, ClientConfig, ErrorCode, GetPromptRequestParams, LoggingLevel,
+    LoggingMessageNotificationParam, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
+    SetLevelRequestParams,
+};
+use rmcp::service::NotificationContext;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ServiceError};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use std::net::SocketAddr;
@@ -83,8 +90,17 @@ impl TurnService for Node {
 
     async fn get_working_set(&self, r: Request<pb::GetWorkingSetRequest>) -> Result<Response<pb::WorkingSet>, Status> {
         self.agent(&r)?;
-        // What kungfu-api answers for an empty object id.
-        Err(kungfu_api::field_error_status(&kungfu_api::FieldError::missing("object")))
+        let object = r.into_inner().object;
+        if object.is_empty() {
+            // What kungfu-api answers for an empty object id.
+            return Err(kungfu_api::field_error_status(&kungfu_api::FieldError::missing("object")));
+        }
+        Ok(Response::new(pb::WorkingSet {
+            object,
+            obligations: vec![item("asg_1")],
+            available_actions: vec!["post".into()],
+            ..Default::default()
+        }))
     }
 }
 
@@ -220,7 +236,7 @@ fn stateless() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
 }
 
-async fn call(c: &RunningService<RoleClient, ClientConfig>, name: &'static str, args: Json) -> CallToolResult {
+async fn call(c: &rmcp::Peer<RoleClient>, name: &'static str, args: Json) -> CallToolResult {
     let Json::Object(args) = args else { panic!("arguments are an object") };
     c.call_tool(CallToolRequestParams::new(name).with_arguments(args)).await.expect("a tool result")
 }
@@ -409,4 +425,211 @@ async fn an_oversize_body_is_refused_with_413() {
     let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#, "x".repeat(4096));
     let status = raw_status(h.mcp, &post_head(&h.mcp.to_string(), "", body.len()), body.as_bytes()).await;
     assert_eq!(status, 413);
+}
+
+/// The text of a one-block resource read.
+fn resource_text(contents: &[ResourceContents]) -> (String, Option<String>) {
+    match contents {
+        [ResourceContents::TextResourceContents { text, mime_type, .. }] => (text.clone(), mime_type.clone()),
+        other => panic!("one text block, got {other:?}"),
+    }
+}
+
+fn mcp_error(e: ServiceError) -> rmcp::ErrorData {
+    match e {
+        ServiceError::McpError(e) => e,
+        other => panic!("a JSON-RPC error, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn resources_serve_the_tool_table_the_turn_and_a_working_set_in_both_revisions() {
+    let h = harness(64 * 1024).await;
+    for (lifecycle, not_found) in [(legacy(), ErrorCode::RESOURCE_NOT_FOUND), (stateless(), ErrorCode::INVALID_PARAMS)]
+    {
+        let c = client(&h, Some(GOOD), lifecycle).await;
+        let caps = c.peer_info().map(|p| p.capabilities.clone()).expect("server info");
+        assert!(caps.resources.is_some() && caps.prompts.is_some() && caps.logging.is_some(), "{caps:?}");
+
+        let list = c.list_resources(None).await.expect("resources/list");
+        let uris: Vec<_> = list.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["kungfu://tools", "kungfu://turn"]);
+        let templates = c.list_all_resource_templates().await.expect("resources/templates/list");
+        assert_eq!(templates.len(), 1);
+        assert_eq!(templates[0].uri_template, "kungfu://working-set/{object}");
+
+        let tools = c.read_resource(ReadResourceRequestParams::new("kungfu://tools")).await.expect("read tools");
+        let (text, mime) = resource_text(&tools.contents);
+        assert_eq!(text, kungfu_mcp::tools_markdown());
+        assert_eq!(mime.as_deref(), Some("text/markdown"));
+
+        let turn = c.read_resource(ReadResourceRequestParams::new("kungfu://turn")).await.expect("read turn");
+        let (text, mime) = resource_text(&turn.contents);
+        assert_eq!(mime.as_deref(), Some("application/json"));
+        let turn: Json = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(turn["items"][0]["obligation"], json!({"assignment_delivery": "asg_1"}), "{turn}");
+
+        let ws = c.read_resource(ReadResourceRequestParams::new("kungfu://working-set/th_1")).await.expect("read ws");
+        let ws: Json = serde_json::from_str(&resource_text(&ws.contents).0).expect("JSON");
+        assert_eq!((ws["object"].clone(), ws["available_actions"].clone()), (json!("th_1"), json!(["post"])));
+
+        let missing = mcp_error(
+            c.read_resource(ReadResourceRequestParams::new("kungfu://nowhere")).await.expect_err("not found"),
+        );
+        assert_eq!(missing.code, not_found);
+        assert_eq!(missing.data, Some(json!({"uri": "kungfu://nowhere"})));
+        c.cancel().await.expect("close");
+    }
+}
+
+#[tokio::test]
+async fn resource_reads_carry_caching_hints_by_scope_in_2026_07_28() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(GOOD), stateless()).await;
+    let list = c.list_resources(None).await.expect("resources/list");
+    assert_eq!((list.cache_scope, list.ttl_ms.is_some()), (Some(CacheScope::Public), true));
+    let templates = c.list_resource_templates(None).await.expect("templates");
+    assert_eq!(templates.cache_scope, Some(CacheScope::Public));
+    let prompts = c.list_prompts(None).await.expect("prompts/list");
+    assert_eq!(prompts.cache_scope, Some(CacheScope::Public));
+    let tools = c.read_resource(ReadResourceRequestParams::new("kungfu://tools")).await.expect("tools");
+    assert_eq!(tools.cache_scope, Some(CacheScope::Public));
+    let turn = c.read_resource(ReadResourceRequestParams::new("kungfu://turn")).await.expect("turn");
+    assert_eq!((turn.cache_scope, turn.ttl_ms), (Some(CacheScope::Private), Some(0)), "a turn is the caller's own");
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_refused_resource_read_is_an_error_with_the_rejection() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some("kf_wrong"), stateless()).await;
+    let e = mcp_error(c.read_resource(ReadResourceRequestParams::new("kungfu://turn")).await.expect_err("refused"));
+    let data = e.data.expect("data");
+    assert_eq!((data["code"].clone(), data["uri"].clone()), (json!("UNAUTHENTICATED"), json!("kungfu://turn")));
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn the_resume_prompt_points_at_the_turn() {
+    let h = harness(64 * 1024).await;
+    for lifecycle in [legacy(), stateless()] {
+        let c = client(&h, None, lifecycle).await;
+        let prompts = c.list_all_prompts().await.expect("prompts/list");
+        assert_eq!(prompts.len(), 1);
+        assert_eq!(prompts[0].name, "kungfu_resume");
+        let args = prompts[0].arguments.clone().expect("arguments");
+        assert_eq!((args[0].name.as_str(), args[0].required), ("agent_name", Some(false)));
+        let mut with_name = serde_json::Map::new();
+        with_name.insert("agent_name".into(), json!("ada"));
+        for p in [
+            GetPromptRequestParams::new("kungfu_resume"),
+            GetPromptRequestParams::new("kungfu_resume").with_arguments(with_name.clone()),
+        ] {
+            let r = c.get_prompt(p).await.expect("prompts/get");
+            let text = serde_json::to_string(&r.messages).expect("json");
+            for needle in ["turn_get", "turn_wait", "next", "assignment_deliver"] {
+                assert!(text.contains(needle), "{needle} in {text}");
+            }
+        }
+        let unknown = c.get_prompt(GetPromptRequestParams::new("test_simple_prompt")).await;
+        assert_eq!(mcp_error(unknown.expect_err("unknown")).code, ErrorCode::INVALID_PARAMS);
+        c.cancel().await.expect("close");
+    }
+}
+
+/// A client that keeps the log messages it gets.
+#[derive(Clone)]
+struct Listener(tokio::sync::mpsc::UnboundedSender<LoggingMessageNotificationParam>);
+
+impl ClientHandler for Listener {
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _c: NotificationContext<RoleClient>) {
+        let _ = self.0.send(params);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info
+    }
+}
+
+async fn next_log(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<LoggingMessageNotificationParam>,
+    wait: Duration,
+) -> Option<LoggingMessageNotificationParam> {
+    tokio::time::timeout(wait, rx.recv()).await.ok().flatten()
+}
+
+#[tokio::test]
+async fn a_session_gets_log_messages_only_at_or_above_the_level_it_set() {
+    let h = harness(64 * 1024).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", h.mcp)).auth_header(GOOD);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let c = Listener(tx).serve_with_lifecycle(transport, legacy()).await.expect("the client starts");
+
+    // No level set: nothing.
+    assert_eq!(call(&c, "working_set_get", json!({})).await.is_error, Some(true));
+    assert!(next_log(&mut rx, Duration::from_millis(300)).await.is_none(), "no level, no message");
+
+    c.set_level(SetLevelRequestParams::new(LoggingLevel::Notice)).await.expect("logging/setLevel");
+    assert_eq!(call(&c, "working_set_get", json!({})).await.is_error, Some(true));
+    let m = next_log(&mut rx, Duration::from_secs(5)).await.expect("a notice");
+    assert_eq!((m.level, m.logger.as_deref()), (LoggingLevel::Notice, Some("kungfu")));
+    assert_eq!(
+        m.data,
+        json!({"event": "tool_refused", "tool": "working_set_get", "code": "INVALID_ARGUMENT", "next_step": "revise"})
+    );
+    // A success logs nothing.
+    assert_eq!(call(&c, "turn_get", json!({})).await.is_error, Some(false));
+    assert!(next_log(&mut rx, Duration::from_millis(300)).await.is_none());
+
+    // Another session has its own level (none).
+    let (tx2, mut rx2) = tokio::sync::mpsc::unbounded_channel();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", h.mcp)).auth_header(GOOD);
+    let other = Listener(tx2)
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), legacy())
+        .await
+        .expect("a second session");
+    assert_eq!(call(&other, "working_set_get", json!({})).await.is_error, Some(true));
+    assert!(next_log(&mut rx2, Duration::from_millis(300)).await.is_none(), "the level is per session");
+
+    c.set_level(SetLevelRequestParams::new(LoggingLevel::Error)).await.expect("raise");
+    assert_eq!(call(&c, "working_set_get", json!({})).await.is_error, Some(true));
+    assert!(next_log(&mut rx, Duration::from_millis(300)).await.is_none(), "a notice is below error");
+    other.cancel().await.expect("close");
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn an_unreachable_node_is_logged_as_an_error() {
+    // A port nothing listens on: bind one, then drop it.
+    let addr = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("addr");
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).expect("uri").connect_lazy();
+    let door = Door::new(channel, Some(GOOD.to_string()));
+    let (server_end, client_end) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        if let Ok(running) = door.serve(tokio::io::split(server_end)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let c = Listener(tx).serve(tokio::io::split(client_end)).await.expect("the client starts");
+    c.set_level(SetLevelRequestParams::new(LoggingLevel::Warning)).await.expect("logging/setLevel");
+    let r = call(&c, "turn_get", json!({})).await;
+    assert_eq!(structured(&r)["code"], json!("UNAVAILABLE"));
+    let m = next_log(&mut rx, Duration::from_secs(5)).await.expect("an error");
+    assert_eq!(m.level, LoggingLevel::Error);
+    assert_eq!(m.data["event"], json!("node_unreachable"));
+    assert_eq!(m.data["tool"], json!("turn_get"));
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn logging_set_level_is_not_a_2026_07_28_method() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(GOOD), stateless()).await;
+    let e = c.set_level(SetLevelRequestParams::new(LoggingLevel::Info)).await.expect_err("removed");
+    assert_eq!(mcp_error(e).code, ErrorCode::METHOD_NOT_FOUND);
+    c.cancel().await.expect("close");
 }
