@@ -633,3 +633,42 @@ async fn logging_set_level_is_not_a_2026_07_28_method() {
     assert_eq!(mcp_error(e).code, ErrorCode::METHOD_NOT_FOUND);
     c.cancel().await.expect("close");
 }
+
+/// One raw HTTP/1.1 request; the whole answer (head and body) as text.
+async fn raw_answer(addr: SocketAddr, head: &str, body: &[u8]) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(head.as_bytes()).await.expect("write head");
+    s.write_all(body).await.expect("write body");
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn stateless_refused_call(log_level: Option<&str>) -> String {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    if let Some(l) = log_level {
+        meta["io.modelcontextprotocol/logLevel"] = json!(l);
+    }
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+           "params": {"name": "working_set_get", "arguments": {}, "_meta": meta}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_2026_07_28_request_gets_log_messages_only_with_its_own_log_level() {
+    let h = harness(64 * 1024).await;
+    let extra = format!(
+        "Authorization: Bearer {GOOD}\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: working_set_get\r\n"
+    );
+    let quiet = stateless_refused_call(None);
+    let answer = raw_answer(h.mcp, &post_head(&h.mcp.to_string(), &extra, quiet.len()), quiet.as_bytes()).await;
+    assert!(answer.contains("INVALID_ARGUMENT"), "{answer}");
+    assert!(!answer.contains("notifications/message"), "no logLevel, no message: {answer}");
+    let loud = stateless_refused_call(Some("notice"));
+    let answer = raw_answer(h.mcp, &post_head(&h.mcp.to_string(), &extra, loud.len()), loud.as_bytes()).await;
+    assert!(answer.contains("INVALID_ARGUMENT"), "{answer}");
+    assert!(answer.contains("notifications/message") && answer.contains("tool_refused"), "{answer}");
+}
