@@ -4,39 +4,18 @@
 //! every rank delivered, a barrier released by replies and handles and broken by a departure, and
 //! the labels floor's refusals with their fak reason.
 
+mod common;
+use common::{node, register};
+
 use kungfu_client::coord::{self, Marks};
 use kungfu_client::reduce::Reduction;
 use kungfu_client::{
-    Client, ClientOptions, Code, Error, Labels, Message, Registered, Scatter, Scope, Taint, labeled_text, pb, pinned,
-    to_all_speakers,
+    Code, Error, Labels, Message, Registered, Scatter, Scope, Taint, labeled_text, pb, pinned, to_all_speakers,
 };
 use kungfu_system_tests::{BOUND, Cluster};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const FLEET: Labels = Labels { taint: Taint::Tainted, scope: Scope::Fleet };
-
-/// A client of a fresh one-node cluster.
-async fn node() -> (Cluster, Client) {
-    let cluster = Cluster::start(1, "");
-    let client = Client::connect(vec![cluster.nodes[&1].api.to_string()], None, ClientOptions::default())
-        .await
-        .expect("valid endpoint");
-    (cluster, client)
-}
-
-/// Registers an agent, waiting (bounded) until the node serves.
-async fn register(cluster: &Cluster, client: &Client) -> Registered {
-    let start = Instant::now();
-    loop {
-        match client.register(None).await {
-            Ok(r) => return r,
-            Err(e) => {
-                assert!(start.elapsed() < BOUND, "the node never served: {e}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
 
 /// A lead and `n` workers, all speakers of one new thread.
 async fn group(n: usize) -> (Cluster, Registered, Vec<Registered>, String) {

@@ -3,32 +3,12 @@
 //! their codes, a lost one-time key reported as such, and a dead endpoint giving up as
 //! indeterminate with the key to retry with.
 
-use kungfu_client::{Client, ClientOptions, Code, Error, Post, Registered, pb, text};
-use kungfu_system_tests::{BOUND, Cluster, free_port};
+mod common;
+use common::{node, register};
+
+use kungfu_client::{Client, ClientOptions, Code, Error, Post, pb, text};
+use kungfu_system_tests::{Cluster, free_port};
 use std::time::{Duration, Instant};
-
-/// A client of a fresh one-node cluster, once the node serves (bounded).
-async fn node() -> (Cluster, Client) {
-    let cluster = Cluster::start(1, "");
-    let client = Client::connect(vec![cluster.nodes[&1].api.to_string()], None, ClientOptions::default())
-        .await
-        .expect("valid endpoint");
-    (cluster, client)
-}
-
-/// Registers an agent, waiting (bounded) until the node has elected itself and serves.
-async fn register(cluster: &Cluster, client: &Client) -> Registered {
-    let start = Instant::now();
-    loop {
-        match client.register(None).await {
-            Ok(r) => return r,
-            Err(e) => {
-                assert!(start.elapsed() < BOUND, "the node never served: {e}\n{}", cluster.logs());
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
 
 fn thread_of(r: &pb::CreateThreadResponse) -> String {
     match r.receipt.as_ref().and_then(|r| r.result.as_ref()) {

@@ -430,7 +430,9 @@ pub(super) fn scatter(
     // Facts, in order: the header asks nobody; each rank replies to it, asks nobody and carries
     // its assignment, so the scatter creates opportunities, not obligations (§6.4, §8).
     let header_pin = write_body(cx, me, "header", header)?;
+    let mut t = t;
     let (header_seq, _, _) = emit_post(cx, me, &t, header_pin, None, Some(BTreeSet::new()), None)?;
+    t.last_entry = header_seq.0;
     let mut bodies: Vec<Option<Resolved>> = bodies.into_iter().map(Some).collect();
     let mut ranks = Vec::with_capacity(goals.len());
     for i in order {
@@ -439,6 +441,7 @@ pub(super) fn scatter(
         let body = bodies[i].take().ok_or_else(|| StateError::Io("internal: a rank's body used twice".into()))?;
         let pin = write_body(cx, me, &field, body)?;
         let (entry, _, _) = emit_post(cx, me, &t, pin, Some(header_seq), Some(BTreeSet::new()), None)?;
+        t.last_entry = entry.0;
         let assignment = assignments::create_assignment(
             cx,
             me,

@@ -305,8 +305,9 @@ pub(super) fn emit_post(
         }
         None => false,
     };
-    // A command may post several entries (a scatter): number from the thread as it is now.
-    let last = cx.tx.thread(thread)?.map(|t| t.last_entry).unwrap_or(t.last_entry);
+    // Numbered from `t` as the caller holds it: a caller that posts several entries in one command
+    // (a scatter) advances its copy, so the common single post reads the thread only once.
+    let last = t.last_entry;
     if last == u64::MAX {
         return reject(Code::LimitExceeded, "the thread has no entry numbers left");
     }
