@@ -230,10 +230,20 @@ async fn a_killed_leader_loses_no_acknowledged_action_and_writes_resume() {
     let new = c.leader().await;
     assert_ne!(new, old);
     // Every acknowledged request is still there: replaying it returns its original receipt.
+    // Leadership may still move right after an election (a second term on a loaded machine), so a
+    // replay refused NOT_LEADER asks again who leads, a bounded number of times.
     for (cmd, receipt) in &acked {
-        match c.nodes[&new].write(cmd.clone()).await {
-            Ok((Response::Applied { outcome: Ok(r), replayed: true }, _)) => assert_eq!(&r, receipt),
-            other => panic!("acknowledged {:?} not found after failover: {other:?}", cmd.action.kind()),
+        let mut tries = 0;
+        loop {
+            let at = c.leader().await;
+            match c.nodes[&at].write(cmd.clone()).await {
+                Ok((Response::Applied { outcome: Ok(r), replayed: true }, _)) => {
+                    assert_eq!(&r, receipt);
+                    break;
+                }
+                Err(WriteError::NotLeader { .. }) if tries < 20 => tries += 1,
+                other => panic!("acknowledged {:?} not found after failover: {other:?}", cmd.action.kind()),
+            }
         }
     }
     // Writes resume on the new leader.
