@@ -327,3 +327,91 @@ async fn a_follower_serves_stale_reads_that_say_how_far_behind_they_are() {
     }
     assert!(served_by_follower, "two followers answered stale reads");
 }
+
+const DOOR_TEST_TOKEN: &str = "operator-token-for-client-address-tests";
+
+/// The `http://HOST:PORT/mcp` address a node's start-up line names (its HTTP listener may have
+/// bound port 0). Bounded.
+async fn mcp_addr(node: &NodeProc) -> std::net::SocketAddr {
+    let start = Instant::now();
+    loop {
+        let log = node.log();
+        if let Some(at) = log.find("MCP at http://") {
+            let rest = &log[at + "MCP at http://".len()..];
+            let addr = rest.split("/mcp").next().expect("a URL").to_string();
+            return addr.parse().unwrap_or_else(|e| panic!("the start-up line names {addr:?}: {e}"));
+        }
+        assert!(start.elapsed() < BOUND, "node {} never named its MCP URL:\n{log}", node.id);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One MCP `agent_register` call (protocol revision 2026-07-28, no session) sent as raw HTTP from
+/// `source` (any of 127.0.0.0/8) to the door at `mcp`; the whole answer as text.
+async fn mcp_register_from(source: &str, mcp: std::net::SocketAddr, key: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"agent_register","arguments":{{"idempotency_key":"{key}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {mcp}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: agent_register\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{source}:0").parse().expect("source")).expect("bind the source address");
+    let mut s = socket.connect(mcp).await.expect("connect to the MCP door");
+    s.write_all(head.as_bytes()).await.expect("write");
+    s.write_all(body.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(BOUND, s.read_to_end(&mut out)).await.expect("the door answers").expect("read");
+    String::from_utf8_lossy(&out).to_string()
+}
+
+/// L4: registrations are limited per client address. Behind the MCP door every client reaches the
+/// API over the door's loopback connection, and behind a follower over the follower's forwarding
+/// connection; the limit must still see each client (the door and the follower vouch for it),
+/// while a client's own claim of another address, even dressed as a forwarded call, counts for
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrations_are_limited_per_client_behind_the_mcp_door_and_a_forwarding_follower() {
+    let settings = format!(
+        "operator_token = \"{DOOR_TEST_TOKEN}\"\nhttp_listen = \"127.0.0.1:0\"\n[rate_limits]\nregistrations_per_minute_per_ip = 2\n"
+    );
+    let cluster = Cluster::start(3, &settings);
+    let leader = agreed_leader(&cluster, DOOR_TEST_TOKEN).await;
+    let follower = cluster.nodes.values().find(|n| n.id != leader).expect("a follower");
+    let door = mcp_addr(follower).await;
+
+    // One MCP client, through a follower's door: two registrations, then over its limit.
+    for key in ["a0", "a1"] {
+        let answer = mcp_register_from("127.0.0.2", door, key).await;
+        assert!(answer.contains("kf_ag_"), "registration {key} through the follower's door: {answer}");
+    }
+    let over = mcp_register_from("127.0.0.2", door, "a2").await;
+    assert!(over.contains("RATE_LIMITED"), "the client's third registration in a minute: {over}");
+    // Another client of the same door has a budget of its own.
+    let other = mcp_register_from("127.0.0.3", door, "b0").await;
+    assert!(other.contains("kf_ag_"), "a second MCP client is not the first one: {other}\n{}", cluster.logs());
+
+    // A gRPC client that claims other addresses (with a guessed door token, as a "forwarded" call
+    // from an address that is no member's) is counted at its own address.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.nodes[&leader].api))
+        .expect("endpoint")
+        .local_address(Some("127.0.0.4".parse().expect("ip")))
+        .connect()
+        .await
+        .expect("connect from 127.0.0.4");
+    let agents = pb::agent_service_client::AgentServiceClient::new(channel);
+    for (i, claim) in ["198.51.100.1", "198.51.100.2", "198.51.100.3"].into_iter().enumerate() {
+        let mut req = tonic::Request::new(pb::RegisterRequest { idempotency_key: format!("c{i}") });
+        req.metadata_mut().insert(kungfu_api::CLIENT_ADDR, claim.parse().expect("header"));
+        req.metadata_mut().insert(kungfu_api::DOOR_TOKEN, "kf_dt_guessed".parse().expect("header"));
+        req.metadata_mut().insert("kungfu-forwarded", "1".parse().expect("header"));
+        let r = agents.clone().register(req).await;
+        if i < 2 {
+            assert!(r.is_ok(), "registration {i} from 127.0.0.4: {r:?}");
+        } else {
+            assert_eq!(code(&r.expect_err("over the limit")), "RATE_LIMITED", "claims are not believed");
+        }
+    }
+}

@@ -397,29 +397,7 @@ const WATCH_TOKEN: &str = "operator-token-for-watch-tests";
 
 /// The node that all three nodes agree leads. Bounded.
 async fn leader(cluster: &Cluster) -> u64 {
-    let start = Instant::now();
-    loop {
-        let mut seen = Vec::new();
-        for node in cluster.nodes.values() {
-            let mut req = tonic::Request::new(pb::ClusterStatusRequest {});
-            req.metadata_mut().insert("authorization", format!("Bearer {WATCH_TOKEN}").parse().expect("header"));
-            let admin = pb::admin_service_client::AdminServiceClient::new(connect(node.api).await);
-            if let Ok(s) = admin.clone().cluster_status(req).await {
-                let s = s.into_inner();
-                seen.push((s.leader_id, s.node_id, s.role == pb::RaftRole::Leader as i32));
-            }
-        }
-        if let Some((Some(l), _, _)) = seen.first().copied() {
-            if seen.len() == cluster.nodes.len()
-                && seen.iter().all(|(x, _, _)| *x == Some(l))
-                && seen.iter().any(|(_, id, leads)| *id == l && *leads)
-            {
-                return l;
-            }
-        }
-        assert!(start.elapsed() < BOUND, "no agreed leader: {seen:?}\n{}", cluster.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    agreed_leader(cluster, WATCH_TOKEN).await
 }
 
 /// A stream whose serving node stops leading ends with NOT_LEADER (never silently, never with

@@ -201,6 +201,13 @@ async def test_rejection_carries_its_code_and_next_step(cluster: Cluster, revisi
         error = await anon.refused("turn_get")
         assert error["code"] == "UNAUTHENTICATED", error
         assert error["next_step"], error
+    # A wrong key is the same tool error, not an HTTP 401 (which sends hosts into OAuth discovery):
+    # the session stays usable, and a call that needs no key still works in it.
+    async with connect(url, revision, "kf_ag_" + "0" * 64) as wrong:
+        error = await wrong.refused("turn_get")
+        assert error["code"] == "UNAUTHENTICATED", error
+        assert error["next_step"], error
+        assert await wrong.call("agent_register"), "the session outlives a refused key"
 
 
 @pytest.mark.anyio

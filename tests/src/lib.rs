@@ -198,6 +198,34 @@ pub async fn connect(addr: SocketAddr) -> Channel {
     }
 }
 
+/// The node that every node of `cluster` agrees leads, asked with `operator_token` (each node's
+/// `ClusterStatus`). Bounded by [`BOUND`], after which it fails with the cluster's logs.
+pub async fn agreed_leader(cluster: &Cluster, operator_token: &str) -> u64 {
+    let start = Instant::now();
+    loop {
+        let mut seen = Vec::new();
+        for node in cluster.nodes.values() {
+            let mut req = tonic::Request::new(pb::ClusterStatusRequest {});
+            req.metadata_mut().insert("authorization", format!("Bearer {operator_token}").parse().expect("header"));
+            let admin = pb::admin_service_client::AdminServiceClient::new(connect(node.api).await);
+            if let Ok(s) = admin.clone().cluster_status(req).await {
+                let s = s.into_inner();
+                seen.push((s.leader_id, s.node_id, s.role == pb::RaftRole::Leader as i32));
+            }
+        }
+        if let Some((Some(l), _, _)) = seen.first().copied() {
+            if seen.len() == cluster.nodes.len()
+                && seen.iter().all(|(x, _, _)| *x == Some(l))
+                && seen.iter().any(|(_, id, leads)| *id == l && *leads)
+            {
+                return l;
+            }
+        }
+        assert!(start.elapsed() < BOUND, "no agreed leader: {seen:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Registers an agent through `anon` (a client without a key), retrying until the node serves;
 /// bounded by [`BOUND`], after which it fails with `logs()`. Returns the agent's id and a client
 /// acting as it on the same channel.

@@ -32,6 +32,15 @@ pub use status::{
     field_error_status, grpc_code, read_error_rejection, read_error_status, rejection_status, status_rejection,
 };
 
+/// Metadata by which a door inside a node (the MCP door at `/mcp`) tells the node's own API the
+/// address its client connected from, so per-address limits (registrations) see the real client
+/// rather than the door's loopback connection. The API believes it only with [`DOOR_TOKEN`]
+/// carrying the node's own per-process token, or on a call forwarded by another member of the
+/// cluster (`kungfu-forwarded`, from a member's address); otherwise it is ignored.
+pub const CLIENT_ADDR: &str = "kungfu-client-addr";
+/// The secret a node's in-process doors send with [`CLIENT_ADDR`]; never leaves the node.
+pub const DOOR_TOKEN: &str = "kungfu-door-token";
+
 /// The generated code of `kungfu.v1`: messages, `*_service_client` and `*_service_server`.
 #[allow(missing_docs, clippy::all, unreachable_pub, missing_debug_implementations)]
 pub mod pb {

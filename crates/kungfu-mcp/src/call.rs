@@ -22,17 +22,47 @@ const LOCAL_SLACK: Duration = Duration::from_secs(2);
 /// A bearer credential as gRPC metadata (`authorization: Bearer …`), checked once by the caller.
 pub type Bearer = MetadataValue<Ascii>;
 
+/// What one call carries of the MCP request it serves: the bearer credential and, from a door
+/// inside a node, the address the client connected from, vouched for with the node's door token
+/// (`kungfu_api::CLIENT_ADDR`, `kungfu_api::DOOR_TOKEN`), so the node limits registrations per
+/// client rather than per door. Its `Debug` shows no secret.
+#[derive(Clone, Default)]
+pub struct Caller {
+    pub bearer: Option<Bearer>,
+    pub client: Option<Vouched>,
+}
+
+/// A client address and the token that vouches for it.
+#[derive(Clone)]
+pub struct Vouched {
+    pub addr: MetadataValue<Ascii>,
+    pub token: MetadataValue<Ascii>,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets: only whether there is one.
+        f.debug_struct("Caller").field("bearer", &self.bearer.is_some()).field("client", &self.client).finish()
+    }
+}
+
+impl std::fmt::Debug for Vouched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vouched").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
 /// One unary call of `path`, answering a message of type `output`.
 pub async fn unary(
     channel: &Channel,
     path: PathAndQuery,
     output: MessageDescriptor,
     message: DynamicMessage,
-    bearer: Option<&Bearer>,
+    caller: &Caller,
     timeout: Duration,
 ) -> Result<DynamicMessage, Status> {
     let mut grpc = tonic::client::Grpc::new(channel.clone());
-    let request = request(message, bearer, timeout);
+    let request = request(message, caller, timeout);
     let call = async {
         grpc.ready().await.map_err(|e| Status::unavailable(format!("the node cannot be reached: {e}")))?;
         grpc.unary(request, path, DynamicCodec { output }).await
@@ -50,11 +80,11 @@ pub async fn server_streaming(
     path: PathAndQuery,
     output: MessageDescriptor,
     message: DynamicMessage,
-    bearer: Option<&Bearer>,
+    caller: &Caller,
     timeout: Duration,
 ) -> Result<Streaming<DynamicMessage>, Status> {
     let mut grpc = tonic::client::Grpc::new(channel.clone());
-    let request = request(message, bearer, timeout);
+    let request = request(message, caller, timeout);
     let call = async {
         grpc.ready().await.map_err(|e| Status::unavailable(format!("the node cannot be reached: {e}")))?;
         grpc.server_streaming(request, path, DynamicCodec { output }).await
@@ -65,10 +95,14 @@ pub async fn server_streaming(
     }
 }
 
-fn request(message: DynamicMessage, bearer: Option<&Bearer>, timeout: Duration) -> Request<DynamicMessage> {
+fn request(message: DynamicMessage, caller: &Caller, timeout: Duration) -> Request<DynamicMessage> {
     let mut request = Request::new(message);
-    if let Some(b) = bearer {
+    if let Some(b) = &caller.bearer {
         request.metadata_mut().insert("authorization", b.clone());
+    }
+    if let Some(v) = &caller.client {
+        request.metadata_mut().insert(kungfu_api::CLIENT_ADDR, v.addr.clone());
+        request.metadata_mut().insert(kungfu_api::DOOR_TOKEN, v.token.clone());
     }
     request.set_timeout(timeout);
     request

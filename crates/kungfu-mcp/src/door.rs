@@ -11,7 +11,7 @@
 // rmcp marks logging deprecated (SEP-2577); both revisions the door serves still define it.
 #![allow(deprecated)]
 
-use crate::call::{self, Bearer, CALL_TIMEOUT};
+use crate::call::{self, Bearer, CALL_TIMEOUT, Caller, Vouched};
 use crate::features::{self, SessionLevel, Target};
 use crate::json;
 use crate::registry::{IDEMPOTENCY_KEY, Rpc, TURN_WAIT_DEFAULT_SECS, TURN_WAIT_MAX_SECS, ToolKind, registry};
@@ -48,6 +48,9 @@ pub struct Door {
     default_key: Option<String>,
     /// The level `logging/setLevel` set: one per session (see [`Door::for_session`]).
     level: SessionLevel,
+    /// The node's door token, when this door runs inside the node it calls: each call then tells
+    /// the node the address its HTTP client connected from ([`Door::vouching_for_clients`]).
+    vouch: Option<Bearer>,
 }
 
 impl std::fmt::Debug for Door {
@@ -57,6 +60,7 @@ impl std::fmt::Debug for Door {
             .field("api", &self.api)
             .field("default_key", &self.default_key.is_some())
             .field("level", &self.level)
+            .field("vouch", &self.vouch.is_some())
             .finish()
     }
 }
@@ -67,13 +71,27 @@ impl Door {
     pub fn new(api: Channel, default_key: Option<String>) -> Door {
         // Build the registry now, so a defect in it shows at startup rather than on a first call.
         let _ = registry();
-        Door { api, default_key, level: SessionLevel::default() }
+        Door { api, default_key, level: SessionLevel::default(), vouch: None }
+    }
+
+    /// The same door, telling the node it calls the address each HTTP client connected from
+    /// (`ConnectInfo<SocketAddr>` of the request, which the server provides with
+    /// `into_make_service_with_connect_info`), vouched for with `token`: the node's own door
+    /// token, so per-address limits count the door's clients apart ("rate limits as on gRPC").
+    pub fn vouching_for_clients(mut self, token: tonic::metadata::MetadataValue<tonic::metadata::Ascii>) -> Door {
+        self.vouch = Some(token);
+        self
     }
 
     /// The same door with a logging level of its own: the HTTP door makes one per session, so one
     /// session's `logging/setLevel` is not another's.
     pub fn for_session(&self) -> Door {
-        Door { api: self.api.clone(), default_key: self.default_key.clone(), level: SessionLevel::default() }
+        Door {
+            api: self.api.clone(),
+            default_key: self.default_key.clone(),
+            level: SessionLevel::default(),
+            vouch: self.vouch.clone(),
+        }
     }
 
     /// The least level to send for this request: its own `_meta` logLevel (2026-07-28), else the
@@ -115,13 +133,13 @@ impl Door {
         Ok(features::json_contents(uri, &body).into())
     }
 
-    /// The credential of one call: the request's `Authorization` header as it came (HTTP), else
-    /// the default key (stdio). A header that cannot travel as gRPC metadata is refused like a
-    /// bad key.
-    fn bearer(&self, ctx: &RequestContext<RoleServer>) -> Result<Option<Bearer>, Rejection> {
-        let header = ctx
-            .extensions
-            .get::<http::request::Parts>()
+    /// What one call carries of its caller: the request's `Authorization` header as it came
+    /// (HTTP), else the default key (stdio), and, when this door vouches for its clients, the
+    /// address the HTTP client connected from. A header that cannot travel as gRPC metadata is
+    /// refused like a bad key.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, Rejection> {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        let header = parts
             .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
             .map(|v| v.to_str().map(str::to_string));
         let text = match header {
@@ -129,7 +147,15 @@ impl Door {
             Some(Err(_)) => return Err(bad_credential()),
             None => self.default_key.as_ref().map(|k| format!("Bearer {k}")),
         };
-        text.map(|t| t.parse::<Bearer>().map_err(|_| bad_credential())).transpose()
+        let bearer = text.map(|t| t.parse::<Bearer>().map_err(|_| bad_credential())).transpose()?;
+        let peer = parts
+            .and_then(|p| p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>())
+            .and_then(|c| c.0.ip().to_string().parse().ok());
+        let client = match (&self.vouch, peer) {
+            (Some(token), Some(addr)) => Some(Vouched { addr, token: token.clone() }),
+            _ => None,
+        };
+        Ok(Caller { bearer, client })
     }
 
     /// Serves one tool call, and logs a refusal to the host (structure only).
@@ -159,13 +185,13 @@ impl Door {
             let shown: String = name.chars().take(MAX_ECHOED_NAME).collect();
             return Err(ErrorData::invalid_params(format!("unknown tool: {shown}; tools/list names every tool"), None));
         };
-        let bearer = match self.bearer(ctx) {
-            Ok(b) => b,
+        let caller = match self.caller(ctx) {
+            Ok(c) => c,
             Err(r) => return Ok(result::rejection(&r, None)),
         };
         match &spec.kind {
-            ToolKind::Rpc(rpc) => self.call_rpc(rpc, args, bearer.as_ref()).await,
-            ToolKind::TurnWait => self.turn_wait(args, bearer.as_ref(), ctx).await,
+            ToolKind::Rpc(rpc) => self.call_rpc(rpc, args, &caller).await,
+            ToolKind::TurnWait => self.turn_wait(args, &caller, ctx).await,
         }
     }
 
@@ -173,14 +199,14 @@ impl Door {
         &self,
         rpc: &Rpc,
         args: Option<&JsonObject>,
-        bearer: Option<&Bearer>,
+        caller: &Caller,
     ) -> Result<CallToolResult, ErrorData> {
         let mut request = match json::message_from_json(&rpc.method.input(), args) {
             Ok(m) => m,
             Err(e) => return Ok(result::rejection(&e.to_rejection(), None)),
         };
         let key = if rpc.write { Some(ensure_idempotency_key(&mut request)?) } else { None };
-        match call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, bearer, CALL_TIMEOUT).await {
+        match call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, caller, CALL_TIMEOUT).await {
             Ok(response) => Ok(result::success(json::message_to_json(&response), key.as_deref())),
             Err(status) => Ok(result::rejection(&refusal(&status), key.as_deref())),
         }
@@ -192,7 +218,7 @@ impl Door {
     async fn turn_wait(
         &self,
         args: Option<&JsonObject>,
-        bearer: Option<&Bearer>,
+        caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let timeout_secs = match turn_wait_timeout(args) {
@@ -200,7 +226,7 @@ impl Door {
             Err(e) => return Ok(result::rejection(&e.to_rejection(), None)),
         };
         let started = Instant::now();
-        let turn = match self.get_turn(bearer).await {
+        let turn = match self.get_turn(caller).await {
             Ok(t) => t,
             Err(r) => return Ok(result::rejection(&r, None)),
         };
@@ -208,10 +234,10 @@ impl Door {
             return Ok(result::success(turn_wait_answer(&turn, 0), None));
         }
         let deadline = started + Duration::from_secs(timeout_secs);
-        if let Err(r) = self.wait_for_turn_change(bearer, deadline, ctx).await {
+        if let Err(r) = self.wait_for_turn_change(caller, deadline, ctx).await {
             return Ok(result::rejection(&r, None));
         }
-        let turn = match self.get_turn(bearer).await {
+        let turn = match self.get_turn(caller).await {
             Ok(t) => t,
             Err(r) => return Ok(result::rejection(&r, None)),
         };
@@ -220,12 +246,12 @@ impl Door {
     }
 
     /// The first page of the turn, through the same registry entry as `turn_get`.
-    async fn get_turn(&self, bearer: Option<&Bearer>) -> Result<DynamicMessage, Rejection> {
+    async fn get_turn(&self, caller: &Caller) -> Result<DynamicMessage, Rejection> {
         let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
             unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
         };
         let request = DynamicMessage::new(rpc.method.input());
-        call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, bearer, CALL_TIMEOUT)
+        call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, caller, CALL_TIMEOUT)
             .await
             .map_err(|s| refusal(&s))
     }
@@ -234,7 +260,7 @@ impl Door {
     /// cancels. A stream refused at the start (too many open watches, a bad key) is the answer.
     async fn wait_for_turn_change(
         &self,
-        bearer: Option<&Bearer>,
+        caller: &Caller,
         deadline: Instant,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<(), Rejection> {
@@ -242,7 +268,7 @@ impl Door {
         let request = DynamicMessage::new(reg.message("WatchTurnRequest"));
         let path = http::uri::PathAndQuery::from_static("/kungfu.v1.WatchService/WatchTurn");
         let budget = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
-        let open = call::server_streaming(&self.api, path, reg.message("TurnEvent"), request, bearer, budget);
+        let open = call::server_streaming(&self.api, path, reg.message("TurnEvent"), request, caller, budget);
         let mut stream = tokio::select! {
             s = open => s.map_err(|s| refusal(&s))?,
             _ = tokio::time::sleep_until(deadline) => return Ok(()),

@@ -51,10 +51,15 @@ fn item(asg: &str) -> pb::TurnItem {
     }
 }
 
-/// The fake node's state: whether the waiter owes something yet (set by its watch feed).
+/// What a registration carried of its client: `kungfu-client-addr` and `kungfu-door-token`.
+type SeenClient = (Option<String>, Option<String>);
+
+/// The fake node's state: whether the waiter owes something yet (set by its watch feed), and what
+/// each registration carried of its client.
 #[derive(Clone, Default)]
 struct Node {
     waiter_owes: Arc<AtomicBool>,
+    registrations: Arc<std::sync::Mutex<Vec<SeenClient>>>,
 }
 
 impl Node {
@@ -109,6 +114,9 @@ impl AgentService for Node {
     async fn register(&self, r: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
         // The key the door generated must arrive; the fake derives the agent key from it so the
         // test can see both ends agree.
+        let meta = |name: &str| r.metadata().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let seen = (meta(kungfu_api::CLIENT_ADDR), meta(kungfu_api::DOOR_TOKEN));
+        self.registrations.lock().expect("lock").push(seen);
         let key = &r.get_ref().idempotency_key;
         if key.is_empty() {
             return Err(kungfu_api::field_error_status(&kungfu_api::FieldError::missing("idempotency_key")));
@@ -172,6 +180,7 @@ impl WatchService for Node {
 struct Harness {
     grpc: SocketAddr,
     mcp: SocketAddr,
+    node: Node,
     stop: CancellationToken,
 }
 
@@ -182,6 +191,12 @@ impl Drop for Harness {
 }
 
 async fn harness(max_body_bytes: usize) -> Harness {
+    harness_with(max_body_bytes, None).await
+}
+
+/// [`harness`] with a door that vouches for its clients' addresses with `vouch`, served as a node
+/// serves it (with each connection's address).
+async fn harness_with(max_body_bytes: usize, vouch: Option<&str>) -> Harness {
     let stop = CancellationToken::new();
     let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
     let grpc = grpc_listener.local_addr().expect("addr");
@@ -191,11 +206,14 @@ async fn harness(max_body_bytes: usize) -> Harness {
         tonic::transport::Server::builder()
             .add_service(TurnServiceServer::new(node.clone()))
             .add_service(AgentServiceServer::new(node.clone()))
-            .add_service(WatchServiceServer::new(node))
+            .add_service(WatchServiceServer::new(node.clone()))
             .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), grpc_stop.cancelled_owned()),
     );
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}")).expect("uri").connect_lazy();
-    let door = Door::new(channel, None);
+    let mut door = Door::new(channel, None);
+    if let Some(token) = vouch {
+        door = door.vouching_for_clients(token.parse().expect("ascii token"));
+    }
     let options = HttpOptions {
         allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()],
         allowed_origins: vec!["http://localhost:*".into()],
@@ -206,9 +224,10 @@ async fn harness(max_body_bytes: usize) -> Harness {
     let mcp = listener.local_addr().expect("addr");
     let http_stop = stop.clone();
     tokio::spawn(async move {
-        let _ = axum::serve(listener, router).with_graceful_shutdown(http_stop.cancelled_owned()).await;
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let _ = axum::serve(listener, service).with_graceful_shutdown(http_stop.cancelled_owned()).await;
     });
-    Harness { grpc, mcp, stop }
+    Harness { grpc, mcp, node, stop }
 }
 
 async fn client(
@@ -636,7 +655,14 @@ async fn logging_set_level_is_not_a_2026_07_28_method() {
 
 /// One raw HTTP/1.1 request; the whole answer (head and body) as text.
 async fn raw_answer(addr: SocketAddr, head: &str, body: &[u8]) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    raw_answer_from("127.0.0.1", addr, head, body).await
+}
+
+/// [`raw_answer`] over a connection from `source` (any of 127.0.0.0/8 works on loopback).
+async fn raw_answer_from(source: &str, addr: SocketAddr, head: &str, body: &[u8]) -> String {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{source}:0").parse().expect("source")).expect("bind the source address");
+    let mut s = socket.connect(addr).await.expect("connect");
     s.write_all(head.as_bytes()).await.expect("write head");
     s.write_all(body).await.expect("write body");
     let mut out = Vec::new();
@@ -671,4 +697,37 @@ async fn a_2026_07_28_request_gets_log_messages_only_with_its_own_log_level() {
     let answer = raw_answer(h.mcp, &post_head(&h.mcp.to_string(), &extra, loud.len()), loud.as_bytes()).await;
     assert!(answer.contains("INVALID_ARGUMENT"), "{answer}");
     assert!(answer.contains("notifications/message") && answer.contains("tool_refused"), "{answer}");
+}
+
+/// A 2026-07-28 `agent_register` call with `key`, as raw HTTP.
+fn stateless_register(key: &str) -> (String, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "agent_register", "arguments": {"idempotency_key": key},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let extra = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: agent_register\r\n";
+    (extra.to_string(), body)
+}
+
+#[tokio::test]
+async fn a_door_inside_a_node_tells_it_the_address_each_client_connected_from() {
+    let h = harness_with(64 * 1024, Some("kf_dt_test")).await;
+    for (source, key) in [("127.0.0.2", "from-2"), ("127.0.0.3", "from-3")] {
+        let (extra, body) = stateless_register(key);
+        let head = post_head(&h.mcp.to_string(), &extra, body.len());
+        let answer = raw_answer_from(source, h.mcp, &head, body.as_bytes()).await;
+        assert!(answer.contains(&format!("kf_for_{key}")), "{answer}");
+    }
+    let seen = h.node.registrations.lock().expect("lock").clone();
+    let vouched = |ip: &str| (Some(ip.to_string()), Some("kf_dt_test".to_string()));
+    assert_eq!(seen, vec![vouched("127.0.0.2"), vouched("127.0.0.3")], "each call names its own client");
+
+    // A door that does not vouch (the stdio door, a door outside a node) claims nothing.
+    let plain = harness(64 * 1024).await;
+    let (extra, body) = stateless_register("plain");
+    let head = post_head(&plain.mcp.to_string(), &extra, body.len());
+    let answer = raw_answer_from("127.0.0.2", plain.mcp, &head, body.as_bytes()).await;
+    assert!(answer.contains("kf_for_plain"), "{answer}");
+    assert_eq!(plain.node.registrations.lock().expect("lock").clone(), vec![(None, None)]);
 }

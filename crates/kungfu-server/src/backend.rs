@@ -25,6 +25,10 @@ pub struct Backend {
     /// Whether a deadline scheduler runs for this node, and the term whose deadlines it has armed:
     /// a new leader serves its first write only once its timers are armed (DESIGN §4).
     pub timers: tokio::sync::watch::Sender<Timers>,
+    /// This process's door token: the node's own MCP door sends it with the address of its client
+    /// (`grpc::client_addr`). Random per process; None only when the system had no randomness
+    /// (the door then does not vouch, and its clients count as loopback).
+    pub door_token: Option<String>,
 }
 
 /// The deadline scheduler's progress, as the write path waits on it.
@@ -81,7 +85,14 @@ impl Backend {
         let rate = crate::ratelimit::RateLimits::new(&config.rate_limits);
         let actors = Arc::new(crate::actors::Actors::new(config.actors.clone()));
         let timers = tokio::sync::watch::channel(Timers::default()).0;
-        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors, timers }
+        let door_token = match crate::secrets::generate(crate::secrets::DOOR_TOKEN_PREFIX) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "no door token (no randomness): MCP clients count as one loopback address");
+                None
+            }
+        };
+        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors, timers, door_token }
     }
 
     /// The answer to a call that reached a node that does not lead: nothing happened. It names

@@ -5,6 +5,10 @@
 //! and answered exactly as the same call made over gRPC (STYLE habit 12: a transport stays at its
 //! door, and every door gives the same answer and the same code for the same request).
 //!
+//! The door tells the API the address each of its clients connected from, vouched for with the
+//! node's door token (`grpc::client_addr`), so registrations are limited per MCP client as they
+//! are per gRPC client, not once for everything behind the door's loopback connection.
+//!
 //! Shutdown: the node's shutdown cancels `stop`, which ends the door's open streams and stops
 //! accepting; connections still open after [`SHUTDOWN_GRACE`](crate::server::SHUTDOWN_GRACE) are
 //! dropped, as on the API listener. The door's channel closes when the last request using it has
@@ -35,10 +39,12 @@ pub fn mcp_url(config: &Config, bound: SocketAddr) -> String {
 }
 
 /// Serves the MCP door on `listener` until `stop` is cancelled and the open connections have
-/// closed. `api` is the address the API listener bound.
+/// closed. `api` is the address the API listener bound, `door_token` the node's
+/// ([`Backend::door_token`](crate::backend::Backend::door_token)).
 pub async fn serve(
     config: &Config,
     api: SocketAddr,
+    door_token: Option<String>,
     listener: tokio::net::TcpListener,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -48,7 +54,10 @@ pub async fn serve(
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{}", own_api(api)))?
         .connect_timeout(std::time::Duration::from_secs(2))
         .tcp_nodelay(true);
-    let door = kungfu_mcp::Door::new(endpoint.connect_lazy(), None);
+    let mut door = kungfu_mcp::Door::new(endpoint.connect_lazy(), None);
+    if let Some(token) = door_token {
+        door = door.vouching_for_clients(token.parse()?);
+    }
     let mut options = kungfu_mcp::HttpOptions {
         allowed_hosts: config.mcp_allowed_hosts(),
         allowed_origins: config.mcp_allowed_origins(),
@@ -64,7 +73,15 @@ pub async fn serve(
         }
     }
     let router = kungfu_mcp::http_router(door, options, stop.clone());
-    axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await?;
+    // The client's address reaches the door as `ConnectInfo` in each request's extensions. No
+    // Nagle on accepted sockets: an answer's last small write must not wait for a delayed ACK.
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY could not be set on an MCP connection");
+        }
+    });
+    axum::serve(listener, service).with_graceful_shutdown(stop.cancelled_owned()).await?;
     Ok(())
 }
 

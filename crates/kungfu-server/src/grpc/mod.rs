@@ -11,12 +11,14 @@
 //!   ([`respond`]).
 //!
 //! Files: [`api`] (the six protocol services and the coordination layer's `CoordService`), [`admin`] (the operator service), [`watch`] (the
-//! watch streams), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
+//! watch streams), [`client_addr`] (the client's address behind the MCP door or a forwarding
+//! follower), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
 //! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2;
 //! [`serve`] puts them together on one listener with health and reflection.
 
 pub mod admin;
 pub mod api;
+pub mod client_addr;
 pub mod forward;
 pub mod oversize;
 pub mod watch;
@@ -44,7 +46,13 @@ pub fn credentials<T>(req: &tonic::Request<T>) -> Credentials {
     let meta = |name: &str| req.metadata().get(name).and_then(|v| v.to_str().ok());
     let bearer = meta("authorization").and_then(|h| h.strip_prefix("Bearer ")).map(str::to_string);
     let consistency = if meta(CONSISTENCY) == Some("stale") { Consistency::Stale } else { Consistency::Linearizable };
-    Credentials { bearer, consistency, remote: req.remote_addr().map(|a| a.ip()) }
+    // The address the client-address layer settled on (the MCP door's or a forwarding follower's
+    // client, when vouched for), else the connection's own.
+    let remote = match req.extensions().get::<client_addr::ClientAddr>() {
+        Some(c) => Some(c.0),
+        None => req.remote_addr().map(|a| a.ip()),
+    };
+    Credentials { bearer, consistency, remote }
 }
 
 /// A rejection as the gRPC status every call answers it with: the one conversion of the door.
@@ -116,6 +124,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let served = tonic::transport::Server::builder()
+        .layer(client_addr::ClientAddrLayer { b: b.clone() })
         .layer(forward::ForwardLayer::new(b.clone()))
         .layer(oversize::OversizeLayer { max_message_bytes: max })
         .add_service(health_service)

@@ -1,0 +1,162 @@
+//! The client's address, as per-address limits must see it (L4: registrations are limited per
+//! client address). A call can reach the API from someone other than its client:
+//!
+//! - the node's own MCP door (`/mcp`, [`crate::http`]) calls the API over loopback, so every MCP
+//!   client would look like `127.0.0.1`;
+//! - a follower forwards calls to the leader ([`super::forward`]), so every client of a follower
+//!   would look like that follower.
+//!
+//! Both say who the client is in [`kungfu_api::CLIENT_ADDR`]. This layer, the outermost of the API
+//! listener, believes that header only from those two: a call carrying this node's own door token
+//! ([`kungfu_api::DOOR_TOKEN`], random per process, never sent off the node), or a forwarded call
+//! (`kungfu-forwarded`) whose connection comes from the address of a current member of the
+//! cluster. Anyone else's header is ignored and the connection's own address counts, so a client
+//! cannot escape its limit by claiming another address. (On a cluster whose members all share one
+//! host, every client on that host connects from a member's address; that host is trusted.)
+//!
+//! The layer then states the address it settled on in the header (so a forwarded call carries it
+//! to the leader), removes the door token (so it never leaves the node), and puts [`ClientAddr`]
+//! in the request's extensions, where [`super::credentials`] reads it.
+
+use crate::backend::Backend;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tonic::body::Body;
+use tonic::transport::server::TcpConnectInfo;
+use tower::{Layer, Service};
+
+/// The address a call's client connected from, as this layer settled it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
+/// Who vouches for a claimed client address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Voucher {
+    /// The call carries this node's own door token.
+    OwnDoor,
+    /// A call forwarded (`kungfu-forwarded`) over a connection from a member's address.
+    Member,
+    /// Nobody: the claim is ignored.
+    Nobody,
+}
+
+/// The client's address: the claim when someone trusted vouches for it, else the connection's.
+pub fn settle(peer: Option<IpAddr>, claimed: Option<IpAddr>, voucher: Voucher) -> Option<IpAddr> {
+    match (claimed, voucher) {
+        (Some(ip), Voucher::OwnDoor | Voucher::Member) => Some(ip),
+        _ => peer,
+    }
+}
+
+/// Compares a presented token with the node's in time independent of where they differ.
+fn same_token(presented: &[u8], own: &[u8]) -> bool {
+    presented.len() == own.len() && presented.iter().zip(own).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// The layer; one per API listener.
+#[derive(Clone, Debug)]
+pub struct ClientAddrLayer {
+    pub b: Arc<Backend>,
+}
+
+impl<S> Layer<S> for ClientAddrLayer {
+    type Service = ClientAddrService<S>;
+    fn layer(&self, inner: S) -> ClientAddrService<S> {
+        ClientAddrService { inner, b: self.b.clone() }
+    }
+}
+
+/// The service the layer wraps around the forwarding layer and the routes.
+#[derive(Clone, Debug)]
+pub struct ClientAddrService<S> {
+    inner: S,
+    b: Arc<Backend>,
+}
+
+impl<S> ClientAddrService<S> {
+    /// Whether `peer` is the address of a current member of the cluster (its API or raft address).
+    fn is_member(&self, peer: IpAddr) -> bool {
+        let metrics = self.b.node.metrics();
+        metrics.membership_config.membership().nodes().any(|(_, node)| {
+            [&node.api, &node.raft].iter().any(|a| a.parse::<SocketAddr>().is_ok_and(|a| a.ip() == peer))
+        })
+    }
+
+    fn voucher(&self, req: &http::Request<Body>, peer: Option<IpAddr>) -> Voucher {
+        let presented = req.headers().get(kungfu_api::DOOR_TOKEN).map(|v| v.as_bytes());
+        if let (Some(p), Some(own)) = (presented, self.b.door_token.as_deref()) {
+            if same_token(p, own.as_bytes()) {
+                return Voucher::OwnDoor;
+            }
+        }
+        let forwarded = req.headers().contains_key(super::forward::FORWARDED);
+        if forwarded && peer.is_some_and(|p| self.is_member(p)) {
+            return Voucher::Member;
+        }
+        Voucher::Nobody
+    }
+}
+
+impl<S> Service<http::Request<Body>> for ClientAddrService<S>
+where
+    S: Service<http::Request<Body>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<Body>) -> S::Future {
+        let peer = req.extensions().get::<TcpConnectInfo>().and_then(|c| c.remote_addr()).map(|a| a.ip());
+        let claimed = req
+            .headers()
+            .get(kungfu_api::CLIENT_ADDR)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok());
+        // Only worth a look at the membership when there is a claim to vouch for.
+        let voucher = if claimed.is_some() { self.voucher(&req, peer) } else { Voucher::Nobody };
+        let client = settle(peer, claimed, voucher);
+        let headers = req.headers_mut();
+        headers.remove(kungfu_api::DOOR_TOKEN);
+        headers.remove(kungfu_api::CLIENT_ADDR);
+        if let Some(ip) = client {
+            if let Ok(v) = http::HeaderValue::from_str(&ip.to_string()) {
+                headers.insert(kungfu_api::CLIENT_ADDR, v);
+            }
+            req.extensions_mut().insert(ClientAddr(ip));
+        }
+        self.inner.call(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn a_claim_counts_only_when_the_own_door_or_a_member_vouches_for_it() {
+        let peer = Some(ip("127.0.0.1"));
+        let claim = Some(ip("203.0.113.7"));
+        assert_eq!(settle(peer, claim, Voucher::OwnDoor), claim);
+        assert_eq!(settle(peer, claim, Voucher::Member), claim);
+        assert_eq!(settle(peer, claim, Voucher::Nobody), peer, "an unvouched claim is ignored");
+        assert_eq!(settle(peer, None, Voucher::OwnDoor), peer, "no claim: the connection's address");
+        assert_eq!(settle(None, None, Voucher::Nobody), None);
+    }
+
+    #[test]
+    fn tokens_match_only_when_equal_in_full() {
+        assert!(same_token(b"kf_dt_abc", b"kf_dt_abc"));
+        assert!(!same_token(b"kf_dt_abd", b"kf_dt_abc"));
+        assert!(!same_token(b"kf_dt_ab", b"kf_dt_abc"), "a prefix is not the token");
+        assert!(!same_token(b"", b"kf_dt_abc"));
+    }
+}
