@@ -675,11 +675,16 @@ impl EtcdSide {
     }
 }
 
+/// The plan of the run and where etcd is, or the usage error of the first flag that is wrong.
+pub fn check(args: &BenchCompare) -> Result<(Plan, Found), CliError> {
+    let plan = Plan::from_args(args)?;
+    let required = args.against == Some(BenchAgainst::Etcd);
+    Ok((plan, etcd::find_etcd(args.etcd.as_deref(), required, std::env::var_os("PATH"))?))
+}
+
 /// Runs the comparison and prints it.
 pub async fn run(args: BenchCompare, binary: PathBuf, server: Value, json: bool) -> Result<(), CliError> {
-    let plan = Plan::from_args(&args)?;
-    let required = args.against == Some(BenchAgainst::Etcd);
-    let found = etcd::find_etcd(args.etcd.as_deref(), required, std::env::var_os("PATH"))?;
+    let (plan, found) = check(&args)?;
     let etcd_info = match &found {
         Found::At(path) => json!({
             "path": path.display().to_string(),

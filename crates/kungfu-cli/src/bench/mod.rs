@@ -58,6 +58,10 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
             )));
         }
     }
+    if let BenchCmd::Compare(args) = &cmd {
+        // The flags are checked before anything starts, so a typo costs no cluster.
+        compare::check(args)?;
+    }
     let binary = crate::dev::find_kungfud(files.kungfud.clone())?;
     let server = server_info(&binary);
     if server["build"] == "debug" {
