@@ -346,7 +346,7 @@ pub struct BenchCompare {
     /// The writer counts, comma-separated: one point per count, workload and cluster size.
     #[arg(long, default_value = "1,16,64,256")]
     pub writers: String,
-    /// The workloads, comma-separated, of `own`, `shared`, `read`, `stale`, `mixed`; default: all.
+    /// The workloads, comma-separated, of `own`, `shared`, `read`, `stale`, `mixed`.
     #[arg(long, default_value = "own,shared,read,stale,mixed")]
     pub workloads: String,
     /// How many client connections the writers of one system share.
