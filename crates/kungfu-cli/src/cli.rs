@@ -253,12 +253,9 @@ pub enum BarrierCmd {
     },
 }
 
-/// The local cluster a benchmark starts for itself.
+/// Where a benchmark finds `kungfud` and keeps the files of the clusters it starts.
 #[derive(Debug, Args, Clone)]
-pub struct BenchCluster {
-    /// How many `kungfud` nodes to start.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
-    pub nodes: u16,
+pub struct BenchFiles {
     /// The `kungfud` binary; default: $KUNGFUD, else next to `kungfu`, else on PATH. Use a release
     /// build.
     #[arg(long)]
@@ -267,13 +264,23 @@ pub struct BenchCluster {
     /// (removed at the end); default: the system's temporary directory.
     #[arg(long)]
     pub data_dir: Option<String>,
+    /// Keep the run's directory (configs, data, logs) instead of removing it; its path is printed.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The local cluster a benchmark starts for itself.
+#[derive(Debug, Args, Clone)]
+pub struct BenchCluster {
+    /// How many `kungfud` nodes to start.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub nodes: u16,
+    #[command(flatten)]
+    pub files: BenchFiles,
     /// The API port of node 1 (node N listens on BASE+N-1, its raft service on BASE+100+N-1);
     /// default: free ports chosen by the system.
     #[arg(long)]
     pub base_port: Option<u16>,
-    /// Keep the run's directory (configs, data, logs) instead of removing it; its path is printed.
-    #[arg(long)]
-    pub keep: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -321,6 +328,52 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=262_144))]
         entry_bytes: u64,
     },
+    /// Kungfu beside etcd in one run: the same client shape (writers over shared connections,
+    /// one call in flight each) against fresh clusters of each size, per workload and writer
+    /// count; operations per second, latency, errors and the memory of every server process, with
+    /// kungfu/etcd ratios. etcd runs when an `etcd` binary is found (`--etcd`, else PATH).
+    Compare(BenchCompare),
+}
+
+/// The arguments of `kungfu bench compare`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchCompare {
+    #[command(flatten)]
+    pub files: BenchFiles,
+    /// The cluster sizes, comma-separated: one Kungfu cluster (and one etcd cluster) of each.
+    #[arg(long, default_value = "1,3")]
+    pub nodes: String,
+    /// The writer counts, comma-separated: one point per count, workload and cluster size.
+    #[arg(long, default_value = "1,16,64,256")]
+    pub writers: String,
+    /// The workloads, comma-separated, of `own`, `shared`, `read`, `stale`, `mixed`.
+    #[arg(long, default_value = "own,shared,read,stale,mixed")]
+    pub workloads: String,
+    /// How many client connections the writers of one system share.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub connections: u64,
+    /// How long each point is measured, in seconds (after the warm-up).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub seconds: u64,
+    /// Seconds of load before each point's measurement, not counted.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub warmup: u64,
+    /// The size of each written value (an entry's content, an etcd value), in bytes.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=262_144))]
+    pub payload_bytes: u64,
+    /// The `etcd` binary; default: `etcd` on PATH (Debian's etcd-server). Without one, only
+    /// Kungfu runs and the output says why.
+    #[arg(long)]
+    pub etcd: Option<String>,
+    /// Require the named system beside Kungfu: `etcd` makes a missing etcd binary an error.
+    #[arg(long, value_enum)]
+    pub against: Option<BenchAgainst>,
+}
+
+/// A system `kungfu bench compare` can be required to run beside Kungfu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchAgainst {
+    Etcd,
 }
 
 /// Where the local cluster of `kungfu dev` keeps its files.

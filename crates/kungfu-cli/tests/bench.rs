@@ -1,6 +1,7 @@
-//! `kungfu bench deadlines` and `kungfu bench write` end to end, small, against the debug `kungfud`
-//! built with the workspace: the JSON has its shape and sane values, and each run leaves no
-//! process and no file behind.
+//! `kungfu bench deadlines`, `kungfu bench write` and `kungfu bench compare` end to end, small,
+//! against the debug `kungfud` built with the workspace (or `$KUNGFUD`): the JSON has its shape and
+//! sane values, and each run leaves no process and no file behind. The comparison needs etcd 3.4
+//! on PATH (Debian's `etcd-server`, which CI installs).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -15,10 +16,15 @@ fn kungfu() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kungfu"))
 }
 
-/// The `kungfud` built with the workspace, next to `kungfu`.
+/// `$KUNGFUD` when set, else the `kungfud` built with the workspace, next to `kungfu`.
 fn kungfud() -> PathBuf {
+    if let Some(given) = std::env::var_os("KUNGFUD").filter(|v| !v.is_empty()) {
+        let bin = PathBuf::from(given);
+        assert!(bin.is_file(), "KUNGFUD={} is not a file", bin.display());
+        return bin;
+    }
     let bin = kungfu().parent().map(|d| d.join("kungfud")).unwrap_or_default();
-    assert!(bin.is_file(), "{} is missing: build the workspace first", bin.display());
+    assert!(bin.is_file(), "{} is missing: build the workspace first (or set KUNGFUD)", bin.display());
     bin
 }
 
@@ -129,4 +135,55 @@ fn bench_deadlines_and_write_report_from_real_nodes_and_leave_nothing_behind() {
         (f(&w, "latency_ms.p50"), f(&w, "latency_ms.p90"), f(&w, "latency_ms.p99"), f(&w, "latency_ms.max"));
     assert!(0.0 < p50 && p50 <= p90 && p90 <= p99 && p99 <= max, "{w:#}");
     assert_eq!(w["errors_total"], 0, "{w:#}");
+}
+
+/// `etcd` on PATH, or a failure that says how to get it: this test does not skip.
+fn etcd_on_path() -> PathBuf {
+    let found =
+        std::env::var_os("PATH").iter().flat_map(std::env::split_paths).map(|d| d.join("etcd")).find(|p| p.is_file());
+    found.unwrap_or_else(|| panic!("no `etcd` on PATH: install etcd 3.4 (Debian: apt-get install etcd-server)"))
+}
+
+#[test]
+fn bench_compare_measures_kungfu_and_etcd_in_one_run_and_leaves_nothing_behind() {
+    etcd_on_path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = [
+        "compare",
+        "--against",
+        "etcd",
+        "--nodes",
+        "1",
+        "--writers",
+        "1",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0",
+        "--workloads",
+        "own,read",
+    ];
+    let c = bench(dir.path(), &args);
+    assert_eq!(c["bench"], "compare");
+    assert_machine_and_server(&c);
+    assert!(c["etcd"]["version"].as_str().is_some_and(|v| v.contains("etcd")), "{c:#}");
+    assert_eq!(c["params"]["workloads"], serde_json::json!(["own", "read"]), "{c:#}");
+    let points = c["points"].as_array().unwrap_or_else(|| panic!("no points in {c:#}"));
+    assert_eq!(points.len(), 2, "one point per workload: {c:#}");
+    for (point, workload) in points.iter().zip(["own", "read"]) {
+        assert_eq!(point["workload"], workload, "{c:#}");
+        assert_eq!((point["nodes"].as_u64(), point["writers"].as_u64()), (Some(1), Some(1)), "{c:#}");
+        for system in ["kungfu", "etcd"] {
+            let s = &point[system];
+            assert!(f(s, "ops") > 0.0, "{system} {workload}: {c:#}");
+            assert_eq!(f(s, "latency_ms.count"), f(s, "ops"), "{system} {workload}: {c:#}");
+            assert!(f(s, "elapsed_secs") >= 1.0, "{system} {workload}: {c:#}");
+            let processes = s["processes"].as_array().unwrap_or_else(|| panic!("{system}: no processes in {c:#}"));
+            assert_eq!(processes.len(), 1, "one server process: {c:#}");
+            let (rss, peak) = (f(&processes[0], "rss_bytes"), f(&processes[0], "peak_rss_bytes"));
+            assert!(rss > 0.0 && peak >= rss, "{system}: {c:#}");
+        }
+        assert!(f(point, "ratio.ops_per_sec") > 0.0, "{c:#}");
+        assert!(f(point, "ratio.p99") > 0.0, "{c:#}");
+    }
 }

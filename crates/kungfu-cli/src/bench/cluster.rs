@@ -8,7 +8,7 @@
 //! benchmark's agents write far faster than the defaults allow one agent, on purpose; every other
 //! setting is the server's default.
 
-use crate::cli::BenchCluster;
+use crate::cli::{BenchCluster, BenchFiles};
 use crate::error::CliError;
 use kungfu_client::{Client, ClientOptions, pb};
 use std::os::unix::process::CommandExt;
@@ -39,12 +39,12 @@ pub struct Cluster {
     keep: bool,
 }
 
-fn io_error(what: &str, path: &Path, e: std::io::Error) -> CliError {
+pub(super) fn io_error(what: &str, path: &Path, e: std::io::Error) -> CliError {
     CliError::other(format!("cannot {what} {}: {e}", path.display()))
 }
 
 /// `count` API ports and `count` raft ports: from `base` (checked free), or chosen by the system.
-fn ports(count: u16, base: Option<u16>) -> Result<Vec<(u16, u16)>, CliError> {
+pub(super) fn ports(count: u16, base: Option<u16>) -> Result<Vec<(u16, u16)>, CliError> {
     if let Some(base) = base {
         if base < 1024 || u32::from(base) + 100 + u32::from(count) > 65535 {
             return Err(CliError::usage(format!(
@@ -107,10 +107,40 @@ fn config_text(id: u16, all: &[(u16, String, String)], data: &Path, token: &str)
 }
 
 /// The last `n` lines of a log file.
-fn tail(path: &Path, n: usize) -> String {
+pub(super) fn tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A new directory for one cluster of a run, `PREFIX-PID-TAG`, under `--data-dir` or the
+/// temporary directory; returns it and the random key its tag was cut from.
+pub(super) fn run_dir(files: &BenchFiles, prefix: &str) -> Result<(PathBuf, String), CliError> {
+    let parent = match &files.data_dir {
+        Some(d) => PathBuf::from(d),
+        None => std::env::temp_dir(),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| io_error("create", &parent, e))?;
+    let parent = parent.canonicalize().map_err(|e| io_error("resolve", &parent, e))?;
+    let tag = kungfu_client::new_idempotency_key()?;
+    let dir = parent.join(format!("{prefix}-{}-{}", std::process::id(), &tag[4..12]));
+    std::fs::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
+    Ok((dir, tag))
+}
+
+/// Starts `command` in a process group of its own (a Ctrl-C in the terminal reaches only
+/// `kungfu`, which kills its children itself), with no stdin and stdout and stderr appended to
+/// `log`.
+pub(super) fn spawn_logged(mut command: Command, log: &Path) -> Result<Child, CliError> {
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(|e| io_error("open", log, e))?;
+    let err = out.try_clone().map_err(|e| io_error("open", log, e))?;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .process_group(0)
+        .spawn()
+        .map_err(|e| CliError::other(format!("cannot start {}: {e}", command.get_program().to_string_lossy())))
 }
 
 impl Cluster {
@@ -118,18 +148,10 @@ impl Cluster {
     /// starts every node and waits (at most [`ELECT_BOUND`]) until a leader serves and every node
     /// knows it.
     pub async fn start(opts: &BenchCluster, binary: PathBuf) -> Result<Cluster, CliError> {
-        let parent = match &opts.data_dir {
-            Some(d) => PathBuf::from(d),
-            None => std::env::temp_dir(),
-        };
-        std::fs::create_dir_all(&parent).map_err(|e| io_error("create", &parent, e))?;
-        let parent = parent.canonicalize().map_err(|e| io_error("resolve", &parent, e))?;
-        let tag = kungfu_client::new_idempotency_key()?;
-        let dir = parent.join(format!("kungfu-bench-{}-{}", std::process::id(), &tag[4..12]));
-        std::fs::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
+        let (dir, tag) = run_dir(&opts.files, "kungfu-bench")?;
         let token = format!("bench-{}", tag.trim_start_matches("sdk-"));
         // From here on, dropping `cluster` removes the directory and kills what started.
-        let mut cluster = Cluster { dir, binary, token, nodes: Vec::new(), keep: opts.keep };
+        let mut cluster = Cluster { dir, binary, token, nodes: Vec::new(), keep: opts.files.keep };
         let addrs: Vec<(u16, String, String)> = ports(opts.nodes, opts.base_port)?
             .into_iter()
             .zip(1..)
@@ -148,6 +170,22 @@ impl Cluster {
         }
         cluster.wait_for_leader(ELECT_BOUND).await?;
         Ok(cluster)
+    }
+
+    /// [`Cluster::start`], telling on stderr how long it took and which node leads; returns the
+    /// cluster and its leader.
+    pub async fn launch(opts: &BenchCluster, binary: PathBuf) -> Result<(Cluster, u16), CliError> {
+        super::progress(format!("starting {} kungfud node(s)", opts.nodes));
+        let started = Instant::now();
+        let mut cluster = Cluster::start(opts, binary).await?;
+        let leader = cluster.wait_for_leader(ELECT_BOUND).await?;
+        super::progress(format!(
+            "{} node(s) up in {:.1} s, node {leader} leads; files in {}",
+            opts.nodes,
+            started.elapsed().as_secs_f64(),
+            cluster.dir().display()
+        ));
+        Ok((cluster, leader))
     }
 
     /// The run's directory.
@@ -180,24 +218,15 @@ impl Cluster {
         let binary = self.binary.clone();
         let dir = self.dir.clone();
         let node = self.node(id)?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&node.log)
-            .map_err(|e| io_error("open", &node.log, e))?;
-        let log_err = log.try_clone().map_err(|e| io_error("open", &node.log, e))?;
-        let child = Command::new(&binary)
-            .arg("--config")
-            .arg(&node.config)
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err))
-            .process_group(0)
-            .spawn()
-            .map_err(|e| CliError::other(format!("cannot start {}: {e}", binary.display())))?;
-        node.child = Some(child);
+        let mut command = Command::new(&binary);
+        command.arg("--config").arg(&node.config).current_dir(&dir);
+        node.child = Some(spawn_logged(command, &node.log)?);
         Ok(())
+    }
+
+    /// The process id of every running node, in node order.
+    pub fn pids(&self) -> Vec<(u16, u32)> {
+        self.nodes.iter().filter_map(|n| n.child.as_ref().map(|c| (n.id, c.id()))).collect()
     }
 
     /// SIGKILL node `id` (a crash: no clean shutdown) and reap it.

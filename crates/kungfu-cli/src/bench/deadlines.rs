@@ -518,16 +518,7 @@ async fn export_after(cluster: &Cluster, node: u16, after_seq: u64) -> Result<Ve
 
 /// Runs the benchmark on a fresh cluster.
 pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Report, CliError> {
-    progress(format!("starting {} kungfud node(s)", opts.nodes));
-    let started = Instant::now();
-    let mut cluster = Cluster::start(opts, binary).await?;
-    let leader_before = cluster.wait_for_leader(ELECT_BOUND).await?;
-    progress(format!(
-        "{} node(s) up in {:.1} s, node {leader_before} leads; files in {}",
-        opts.nodes,
-        started.elapsed().as_secs_f64(),
-        cluster.dir().display()
-    ));
+    let (mut cluster, leader_before) = Cluster::launch(opts, binary).await?;
 
     let endpoints = cluster.endpoints_from(leader_before);
     let mut connections = Vec::new();

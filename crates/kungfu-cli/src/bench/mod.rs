@@ -4,6 +4,10 @@
 //! - [`cluster`]: the cluster of one run (free ports, a new directory, killed and removed on drop).
 //! - [`deadlines`]: many deadlines falling due within one second; lateness from the facts.
 //! - [`write`]: concurrent writers posting entries; operations per second and latency.
+//! - [`compare`]: Kungfu beside etcd, per workload and writer count, with ratios.
+//! - [`etcd`]: the etcd cluster of a comparison and its generated client.
+//! - [`load`]: the closed loop every throughput bench drives: warm-up, window, what counts.
+//! - [`memory`]: the resident memory of a server process.
 //! - [`stats`]: percentiles and summaries.
 //!
 //! Every run prints the machine, the server binary and the parameters with its figures: a table on
@@ -11,11 +15,15 @@
 //! run; dropping the run's future kills the nodes and removes their directory.
 
 mod cluster;
+mod compare;
 mod deadlines;
+mod etcd;
+mod load;
+mod memory;
 mod stats;
 mod write;
 
-use crate::cli::{BenchCluster, BenchCmd};
+use crate::cli::{BenchCmd, BenchFiles};
 use crate::error::CliError;
 use crate::output;
 use serde_json::{Value, json};
@@ -38,8 +46,9 @@ pub async fn run(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
 }
 
 async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
-    let opts: &BenchCluster = match &cmd {
-        BenchCmd::Deadlines { cluster, .. } | BenchCmd::Write { cluster, .. } => cluster,
+    let files: &BenchFiles = match &cmd {
+        BenchCmd::Deadlines { cluster, .. } | BenchCmd::Write { cluster, .. } => &cluster.files,
+        BenchCmd::Compare(args) => &args.files,
     };
     if let BenchCmd::Write { shared_thread: true, writers, .. } = &cmd {
         if *writers > write::MAX_SHARED_WRITERS {
@@ -49,7 +58,11 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
             )));
         }
     }
-    let binary = crate::dev::find_kungfud(opts.kungfud.clone())?;
+    if let BenchCmd::Compare(args) = &cmd {
+        // The flags are checked before anything starts, so a typo costs no cluster.
+        compare::check(args)?;
+    }
+    let binary = crate::dev::find_kungfud(files.kungfud.clone())?;
     let server = server_info(&binary);
     if server["build"] == "debug" {
         progress(format!(
@@ -59,6 +72,7 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
         ));
     }
     let (name, title, params, mut body, rows) = match cmd {
+        BenchCmd::Compare(args) => return compare::run(args, binary, server, json).await,
         BenchCmd::Deadlines { cluster, count, window_secs, concurrency, kill_leader } => {
             let window_secs = window_secs.unwrap_or_else(|| deadlines::Params::default_window_secs(count));
             let p = deadlines::Params { count, window_secs, concurrency, kill_leader };

@@ -9,22 +9,21 @@
 //! A write's latency is from sending it to its answer, on the client: what an agent waits. The
 //! measured clients do not retry (a retry would hide a failure inside a long latency).
 
-use super::cluster::{Cluster, ELECT_BOUND};
-use super::stats::{Summary, ms_text};
+use super::cluster::Cluster;
+use super::load::{Figures, Op, drive};
 use super::{bounded, progress};
 use crate::cli::BenchCluster;
 use crate::error::CliError;
 use kungfu_client::{Client, ClientOptions, Post, pb};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The most members a thread may have (`limits.max_members_per_thread`, 256 by default).
 pub const MAX_SHARED_WRITERS: u64 = 256;
 
 /// How long one measured write may take before it counts as failed.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The parameters of a run.
 #[derive(Debug, Clone)]
@@ -42,20 +41,13 @@ pub struct Report {
     params: Params,
     nodes: u16,
     leader: u16,
-    ops: usize,
-    elapsed_secs: f64,
-    latency: Option<Summary>,
-    errors: BTreeMap<String, u64>,
+    figures: Figures,
 }
 
 impl Report {
-    fn ops_per_sec(&self) -> f64 {
-        self.ops as f64 / self.elapsed_secs.max(1e-9)
-    }
-
     pub fn to_json(&self) -> Value {
         let p = &self.params;
-        json!({
+        let mut v = json!({
             "params": {
                 "nodes": self.nodes,
                 "writers": p.writers,
@@ -65,45 +57,26 @@ impl Report {
                 "entry_bytes": p.entry_bytes,
             },
             "leader": self.leader,
-            "ops": self.ops,
-            "elapsed_secs": (self.elapsed_secs * 1000.0).round() / 1000.0,
-            "ops_per_sec": self.ops_per_sec().round(),
-            "latency_ms": self.latency.map(|s| s.to_json()),
-            "errors": self.errors,
-            "errors_total": self.errors.values().sum::<u64>(),
-        })
+        });
+        if let (Value::Object(map), Value::Object(figures)) = (&mut v, self.figures.to_json()) {
+            map.extend(figures);
+        }
+        v
     }
 
     pub fn rows(&self) -> Vec<(&'static str, String)> {
-        let mut rows = vec![
-            ("ops", self.ops.to_string()),
-            ("seconds", format!("{:.2}", self.elapsed_secs)),
-            ("ops/s", format!("{:.0}", self.ops_per_sec())),
-        ];
-        if let Some(s) = &self.latency {
-            rows.push(("latency p50 ms", ms_text(s.p50_us)));
-            rows.push(("latency p90 ms", ms_text(s.p90_us)));
-            rows.push(("latency p99 ms", ms_text(s.p99_us)));
-            rows.push(("latency max ms", ms_text(s.max_us)));
-        }
-        let errors = if self.errors.is_empty() {
-            "none".to_string()
-        } else {
-            self.errors.iter().map(|(code, n)| format!("{code} {n}")).collect::<Vec<_>>().join(", ")
-        };
-        rows.push(("errors", errors));
-        rows
+        self.figures.rows()
     }
 }
 
-/// Registers writer `i` and returns its key.
-async fn register(setup: Client) -> Result<(String, Client), CliError> {
+/// Registers an agent; returns its key and a client acting as it.
+pub(super) async fn register(setup: Client) -> Result<(String, Client), CliError> {
     let r = setup.register(None).await?;
     Ok((r.agent_key, r.client))
 }
 
 /// Creates a thread as `creator`; with `grant`, also a speaker grant, whose secret is returned.
-async fn create_thread(creator: &Client, grant: bool) -> Result<(String, String), CliError> {
+pub(super) async fn create_thread(creator: &Client, grant: bool) -> Result<(String, String), CliError> {
     let req = pb::CreateThreadRequest {
         subject: kungfu_client::text("bench write"),
         grant: grant.then_some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
@@ -116,40 +89,63 @@ async fn create_thread(creator: &Client, grant: bool) -> Result<(String, String)
     }
 }
 
-/// What one writer measured: the latency of each success (µs) and the code of each failure.
-type Measured = (Vec<i64>, BTreeMap<String, u64>);
+/// One writer: posts `body` to `thread`, asking nobody to respond.
+#[derive(Debug)]
+pub(super) struct Poster {
+    pub client: Client,
+    pub thread: String,
+    pub body: Vec<u8>,
+}
 
-/// Posts to `thread` until `until`, one write at a time.
-async fn writer(client: Client, thread: String, body: Vec<u8>, until: Instant) -> Measured {
-    let mut latencies = Vec::new();
-    let mut errors = BTreeMap::new();
-    while Instant::now() < until {
-        let post = Post::content(&thread, body.clone()).ask(Vec::<String>::new());
-        let sent = Instant::now();
-        match client.post(post, None).await {
-            Ok(_) => latencies.push(i64::try_from(sent.elapsed().as_micros()).unwrap_or(i64::MAX)),
-            Err(e) => {
-                *errors.entry(CliError::from(e).code).or_insert(0) += 1;
-                // A refusing cluster answers at once: do not spin on it.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+impl Op for Poster {
+    async fn call(&mut self) -> Result<(), String> {
+        let post = Post::content(&self.thread, self.body.clone()).ask(Vec::<String>::new());
+        self.client.post(post, None).await.map(|_| ()).map_err(|e| CliError::from(e).code)
     }
-    (latencies, errors)
+}
+
+/// A thread of each writer's own (`writers` as [`register`] returned them).
+pub(super) async fn own_threads(writers: &[(String, Client)]) -> Result<Vec<String>, CliError> {
+    let clients: Vec<Client> = writers.iter().map(|(_, c)| c.clone()).collect();
+    let n = clients.len() as u64;
+    bounded(n, 32, |i| {
+        let client = clients[i].clone();
+        async move { Ok::<String, CliError>(create_thread(&client, false).await?.0) }
+    })
+    .await
+}
+
+/// One thread that the first writer creates and every other joins with a speaker grant.
+pub(super) async fn shared_thread(writers: &[(String, Client)]) -> Result<String, CliError> {
+    let first = writers.first().ok_or_else(|| CliError::other("a shared thread needs a writer"))?;
+    let (thread, secret) = create_thread(&first.1, true).await?;
+    let clients: Vec<Client> = writers.iter().skip(1).map(|(_, c)| c.clone()).collect();
+    bounded(clients.len() as u64, 32, |i| {
+        let client = clients[i].clone();
+        let secret = secret.clone();
+        async move {
+            client.join(pb::JoinRequest { grant_secret: secret, ..Default::default() }, None).await?;
+            Ok::<(), CliError>(())
+        }
+    })
+    .await?;
+    Ok(thread)
+}
+
+/// `n` client connections for measured calls, starting at `endpoints[0]`: no retries, a
+/// deadline of [`CALL_TIMEOUT`].
+pub(super) async fn measured_connections(endpoints: &[String], n: u64) -> Result<Vec<Client>, CliError> {
+    let options = ClientOptions { call_timeout: CALL_TIMEOUT, max_retries: 0, ..ClientOptions::default() };
+    let mut connections = Vec::new();
+    for _ in 0..n {
+        connections.push(Client::connect(endpoints.to_vec(), None, options.clone()).await?);
+    }
+    Ok(connections)
 }
 
 /// Runs the benchmark on a fresh cluster.
 pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Report, CliError> {
-    progress(format!("starting {} kungfud node(s)", opts.nodes));
-    let started = Instant::now();
-    let mut cluster = Cluster::start(opts, binary).await?;
-    let leader = cluster.wait_for_leader(ELECT_BOUND).await?;
-    progress(format!(
-        "{} node(s) up in {:.1} s, node {leader} leads; files in {}",
-        opts.nodes,
-        started.elapsed().as_secs_f64(),
-        cluster.dir().display()
-    ));
+    let (cluster, leader) = Cluster::launch(opts, binary).await?;
     let endpoints = cluster.endpoints_from(leader);
 
     // Setup goes over its own connection, with the SDK's retries; it is not measured.
@@ -157,33 +153,13 @@ pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Repo
     progress(format!("registering {} writer(s)", p.writers));
     let writers = bounded(p.writers, 32, |_| register(setup.clone())).await?;
     let threads: Vec<String> = if p.shared_thread {
-        let (thread, secret) = create_thread(&writers[0].1, true).await?;
-        let join = |i: usize| {
-            let client = writers[i].1.clone();
-            let secret = secret.clone();
-            async move {
-                if i > 0 {
-                    client.join(pb::JoinRequest { grant_secret: secret, ..Default::default() }, None).await?;
-                }
-                Ok::<(), CliError>(())
-            }
-        };
-        bounded(p.writers, 32, join).await?;
-        vec![thread; writers.len()]
+        vec![shared_thread(&writers).await?; writers.len()]
     } else {
-        let create = |i: usize| {
-            let client = writers[i].1.clone();
-            async move { Ok::<String, CliError>(create_thread(&client, false).await?.0) }
-        };
-        bounded(p.writers, 32, create).await?
+        own_threads(&writers).await?
     };
 
     // The measured writers share `connections` connections and never retry.
-    let options = ClientOptions { call_timeout: CALL_TIMEOUT, max_retries: 0, ..ClientOptions::default() };
-    let mut connections = Vec::new();
-    for _ in 0..p.connections {
-        connections.push(Client::connect(endpoints.clone(), None, options.clone()).await?);
-    }
+    let connections = measured_connections(&endpoints, p.connections).await?;
     let body = vec![b'x'; usize::try_from(p.entry_bytes).unwrap_or(1024)];
     progress(format!(
         "{} writer(s) posting {}-byte entries to {} for {} s over {} connection(s)",
@@ -193,26 +169,18 @@ pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Repo
         p.seconds,
         p.connections
     ));
-    let start = Instant::now();
-    let until = start + Duration::from_secs(p.seconds);
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, ((key, _), thread)) in writers.iter().zip(threads).enumerate() {
-        let client = connections[i % connections.len()].with_key(key.clone());
-        tasks.spawn(writer(client, thread, body.clone(), until));
-    }
-    let mut latencies = Vec::new();
-    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-    while let Some(joined) = tasks.join_next().await {
-        let (l, e) = joined.map_err(|e| CliError::other(format!("a writer task failed: {e}")))?;
-        latencies.extend(l);
-        for (code, n) in e {
-            *errors.entry(code).or_insert(0) += n;
-        }
-    }
-    let elapsed_secs = start.elapsed().as_secs_f64();
-    let ops = latencies.len();
-    let latency = Summary::of(&mut latencies);
+    let posters: Vec<Poster> = writers
+        .iter()
+        .zip(threads)
+        .enumerate()
+        .map(|(i, ((key, _), thread))| Poster {
+            client: connections[i % connections.len()].with_key(key.clone()),
+            thread,
+            body: body.clone(),
+        })
+        .collect();
+    let figures = drive(posters, Duration::ZERO, Duration::from_secs(p.seconds)).await?;
     // The cluster is dropped here: killed and removed.
     drop(cluster);
-    Ok(Report { params: p, nodes: opts.nodes, leader, ops, elapsed_secs, latency, errors })
+    Ok(Report { params: p, nodes: opts.nodes, leader, figures })
 }
