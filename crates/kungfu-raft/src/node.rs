@@ -223,7 +223,9 @@ impl RaftNode {
             .max_decoding_message_size(cfg.net.max_message_bytes)
             .max_encoding_message_size(cfg.net.max_message_bytes);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // TCP_NODELAY on every accepted socket: tonic ignores its own setting on this path (see
+        // `crate::incoming`).
+        let incoming = crate::incoming::nodelay_incoming(listener);
         let handle = tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
                 .initial_stream_window_size(crate::network::STREAM_WINDOW_BYTES)
