@@ -208,7 +208,7 @@ impl RaftNode {
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
 
-        let log = crate::log::RaftLog::new(stores.log);
+        let log = crate::log::RaftLog::new(stores.log)?;
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
         let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone());
         let apply_gate = sm.gate().clone();
@@ -487,7 +487,7 @@ pub async fn adopt_restored_state(
         Some(b) => envelope::decode(&b, LAST_APPLIED)?,
         None => return Err(corrupt("the restored state holds no applied entry".into())),
     };
-    let mut log = crate::log::RaftLog::new(stores.log.clone());
+    let mut log = crate::log::RaftLog::new(stores.log.clone())?;
     let vote = log.read_vote().await.map_err(|e| corrupt(e.to_string()))?;
     if stores.log.last()?.is_some() || vote.is_some() {
         return Err(corrupt("a restored node must start with an empty log".into()));
