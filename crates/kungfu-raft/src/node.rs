@@ -7,7 +7,7 @@ use crate::service::RaftService;
 use crate::state_machine::{ApplyGate, LAST_APPLIED, StateMachine};
 use crate::types::{LogId, Node, NodeId, Raft, Request, Response};
 use kungfu_core::{Command, Limits};
-use kungfu_storage::{DataDir, Identity, OpenMode, StateStore};
+use kungfu_storage::{DataDir, Identity, LogStore, OpenMode, StateStore};
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, RaftError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -162,6 +162,9 @@ pub struct RaftNode {
     pub id: NodeId,
     pub raft: Raft,
     pub state: Arc<StateStore>,
+    /// The raft log's store, for inspection and fault injection in tests
+    /// ([`LogStore::set_sync_delay`]).
+    pub log: LogStore,
     pub addr: SocketAddr,
     pub advertise: String,
     pub api_advertise: String,
@@ -169,6 +172,7 @@ pub struct RaftNode {
     pub apply_gate: ApplyGate,
     /// What this node applies, as it applies it (see [`crate::feed`]).
     pub feed: crate::feed::Feed,
+    rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -208,11 +212,13 @@ impl RaftNode {
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
 
+        let log_store = stores.log.clone();
         let log = crate::log::RaftLog::new(stores.log)?;
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
         let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone());
         let apply_gate = sm.gate().clone();
         let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
+        let rpc_timeouts = network.timeouts();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
@@ -247,6 +253,8 @@ impl RaftNode {
             id: cfg.node_id,
             raft,
             state,
+            log: log_store,
+            rpc_timeouts,
             addr,
             advertise,
             api_advertise: cfg.api_advertise.clone(),
@@ -433,6 +441,12 @@ impl RaftNode {
             Some(b) => Ok(Some(kungfu_storage::envelope::decode(&b, "limits")?)),
             None => Ok(None),
         }
+    }
+
+    /// AppendEntries and votes this node sent that ran out of their deadline since it started
+    /// (see [`crate::network::replication_deadline`]).
+    pub fn rpc_timeouts(&self) -> u64 {
+        self.rpc_timeouts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The last log index applied to the state machine.
