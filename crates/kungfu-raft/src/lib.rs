@@ -8,11 +8,13 @@
 //! - [`state_machine`]: `RaftStateMachine` applying batches atomically; snapshots from checkpoints.
 //! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.
 //! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
+//! - [`incoming`]: a listener's accepted connections with `TCP_NODELAY`, for both tonic servers.
 //! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
 //! - [`backup`]: a replica's state backed up, and restored into a new one-node cluster.
 
 pub mod backup;
 pub mod feed;
+pub mod incoming;
 pub mod log;
 pub mod network;
 pub mod node;

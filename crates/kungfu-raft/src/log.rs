@@ -1,28 +1,56 @@
-//! openraft's log storage over [`kungfu_storage::LogStore`]. Entries and the vote are enveloped and
-//! written with a synced WAL before openraft is told they are durable; RocksDB IO runs on the
-//! blocking pool so the raft core never waits on a disk inside an async task.
+//! openraft's log storage over [`kungfu_storage::LogStore`], with group commit
+//! ([`kungfu_storage::LogWriter`]). Entries and the vote are enveloped. An append returns once its
+//! entries are written (readable) and reports them durable through openraft's `IOFlushed`
+//! callback after the one WAL sync that covers them, so the raft core replicates them while they
+//! sync; the vote, truncation and purge are synced before they return, in order with the appends
+//! (the `RaftLogStorage` contract). The committed mark is written unsynced (openraft treats it as
+//! optional). RocksDB IO runs on the blocking pool or the writer thread, never inside an async task.
 
 use crate::types::{Entry, LogId, TypeConfig, Vote};
-use kungfu_storage::{LogStore, envelope};
+use kungfu_storage::{LogStore, LogWriter, envelope};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const PURGED: &str = "last_purged";
 
-/// The raft log of one node. Cheap to clone.
+/// The raft log of one node. Cheap to clone; all clones share one writer, whose thread ends when
+/// the last clone is dropped (after it has synced and reported everything queued).
 #[derive(Clone, Debug)]
 pub struct RaftLog {
     store: LogStore,
+    writer: Arc<LogWriter>,
 }
 
 impl RaftLog {
-    pub fn new(store: LogStore) -> RaftLog {
-        RaftLog { store }
+    /// The log over `store`, with its writer thread started.
+    pub fn new(store: LogStore) -> Result<RaftLog, kungfu_storage::Error> {
+        let writer = Arc::new(LogWriter::start(store.clone())?);
+        Ok(RaftLog { store, writer })
+    }
+
+    /// Runs `op`, a write synced before it completes, on the writer thread after every earlier
+    /// append is durable and reported (openraft: "all write-IO must be serialized").
+    async fn synced(
+        &self,
+        op: impl FnOnce(&LogStore) -> Result<(), kungfu_storage::Error> + Send + 'static,
+    ) -> Result<(), io::Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.writer.synced(
+            Box::new(op),
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        match rx.await {
+            Ok(r) => r.map_err(io::Error::from),
+            Err(_) => Err(io::Error::other("the raft log writer stopped")),
+        }
     }
 
     async fn blocking<T: Send + 'static>(
@@ -97,14 +125,20 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         self.clone()
     }
 
+    /// Durable before it returns (openraft's contract), after every earlier append.
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         let bytes = envelope::encode(vote);
-        self.blocking(move |s| s.put_meta(VOTE, bytes)).await
+        self.synced(move |s| s.put_meta(VOTE, bytes)).await
     }
 
+    /// Unsynced: openraft treats the committed mark as optional (`save_committed` docs), and
+    /// syncing it was a second fsync per commit round, awaited before apply (issue #15). openraft
+    /// saves it only for entries whose append has returned, so it lands in the WAL after them, and
+    /// RocksDB recovers the WAL as a prefix: a mark that survives a crash names only entries that
+    /// survived too. One lost in a crash makes the restart re-apply less, never wrongly.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         let bytes = envelope::encode(&committed);
-        self.blocking(move |s| s.put_meta(COMMITTED, bytes)).await
+        self.blocking(move |s| s.put_meta_unsynced(COMMITTED, bytes)).await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
@@ -118,28 +152,75 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     {
         let batch: Vec<(u64, Vec<u8>)> =
             entries.into_iter().map(|e| (e.log_id().index(), envelope::encode(&e))).collect();
-        // The write is synced: once it returns, the entries are both readable and durable.
-        let result = self.blocking(move |s| s.append(&batch)).await;
-        match result {
-            Ok(()) => {
-                callback.io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
-                Err(e)
-            }
+        // Returns once the entries are written (readable, openraft's condition for returning);
+        // the writer thread calls `callback` once a WAL sync covers them (its condition for the
+        // callback). On an error the callback gets it too.
+        let flushed: kungfu_storage::log_writer::Done =
+            Box::new(move |r| callback.io_completed(r.map_err(io::Error::from)));
+        let writer = self.writer.clone();
+        match tokio::task::spawn_blocking(move || writer.append(&batch, flushed)).await {
+            Ok(r) => r.map_err(io::Error::from),
+            // The callback was dropped with the task: openraft sees the error returned here.
+            Err(e) => Err(io::Error::other(format!("log store task failed: {e}"))),
         }
     }
 
+    /// Synced before it returns, after every earlier append is durable and reported.
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let after = last_log_id.map(|l| l.index());
-        self.blocking(move |s| s.truncate_after(after)).await
+        self.synced(move |s| s.truncate_after(after)).await
     }
 
+    /// Synced before it returns (the purge mark and the deletion in one batch), in order with the
+    /// appends.
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let mark = envelope::encode(&log_id);
         let upto = log_id.index();
-        self.blocking(move |s| s.purge_upto(upto, PURGED, mark)).await
+        self.synced(move |s| s.purge_upto(upto, PURGED, mark)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::type_config::TypeConfigExt;
+
+    fn blank(index: u64) -> Entry {
+        openraft::Entry {
+            log_id: openraft::LogId::new(
+                <openraft::alias::LeaderIdOf<TypeConfig> as openraft::vote::RaftLeaderIdExt>::new_committed(1, 1),
+                index,
+            ),
+            payload: openraft::EntryPayload::Blank,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_is_readable_on_return_and_a_vote_returns_after_every_earlier_append_is_durable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LogStore::open(dir.path(), true).expect("open");
+        let mut log = RaftLog::new(store.clone()).expect("log");
+        let mut flushed = Vec::new();
+        for i in 1..=200 {
+            let (tx, rx) = TypeConfig::oneshot();
+            log.append([blank(i)], IOFlushed::signal(tx)).await.expect("append");
+            // Readable at once, whether or not a sync has covered it yet.
+            let read = log.try_get_log_entries(i..=i).await.expect("read");
+            assert_eq!(read.iter().map(|e| e.log_id.index).collect::<Vec<_>>(), vec![i]);
+            flushed.push(rx);
+        }
+        // The vote is ordered after the appends: when it returns, every one of them was reported.
+        log.save_vote(&Vote::new(2, 1)).await.expect("vote");
+        for (i, mut rx) in flushed.into_iter().enumerate() {
+            assert!(matches!(rx.try_recv(), Ok(Ok(()))), "append {} reported durable before the vote returned", i + 1);
+        }
+        assert!(store.syncs() <= 201, "at most one sync per append and one for the vote");
+        drop(log);
+        // Reopened, the store holds every entry reported durable, and the vote.
+        drop(store);
+        let store = LogStore::open(dir.path(), false).expect("reopen");
+        let mut log = RaftLog::new(store).expect("log");
+        assert_eq!(log.try_get_log_entries(0..).await.expect("read").len(), 200);
+        assert_eq!(log.read_vote().await.expect("vote"), Some(Vote::new(2, 1)));
     }
 }

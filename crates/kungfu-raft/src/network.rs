@@ -2,6 +2,10 @@
 //! service (`proto/kungfu/raft/v1/raft.proto`). One HTTP/2 channel per peer, reused for every RPC;
 //! every call carries a deadline; snapshots stream in bounded chunks read from the archive file.
 //!
+//! AppendEntries and votes have a deadline of their own ([`replication_deadline`]), not the one
+//! openraft derives from the heartbeat interval: a peer answers them only after an fsync, and a
+//! deadline of 3/4 of a heartbeat timed out under load (issue #15).
+//!
 //! AppendEntries are bounded by bytes as well as by openraft's entry count: a batch larger than
 //! `max_append_bytes` is sent as consecutive requests, each under the budget, and each with a
 //! deadline that grows with its size. Without both, a follower that fell behind by large entries
@@ -21,6 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
@@ -37,13 +42,20 @@ pub struct NetConfig {
     /// the API's message and content limits, far under `max_message_bytes`).
     pub max_append_bytes: usize,
     /// The slowest transfer rate an AppendEntries is expected to keep: its deadline is
-    /// openraft's heartbeat-derived one plus its size at this rate, so a large batch is not timed
-    /// out (and resent) merely for being large.
+    /// [`replication_deadline`] plus its size at this rate, so a large batch is not timed out (and
+    /// resent) merely for being large.
     pub min_append_bytes_per_sec: u64,
-    /// Added to the deadline of an AppendEntries that carries entries: the follower answers only
-    /// once they are fsynced, which on a busy disk takes longer than a heartbeat interval.
-    /// Heartbeats (no entries) keep openraft's deadline.
-    pub append_sync_allowance: Duration,
+    /// The deadline of every AppendEntries (with entries or without) and of every vote, before an
+    /// append's size is counted (see [`replication_deadline`]). It must stay well above an fsync on
+    /// a loaded disk: a follower answers an AppendEntries only once its log is flushed up to it
+    /// (an empty one too: openraft answers it after every earlier log write is flushed), and a
+    /// voter answers only once its vote is synced. openraft's own option is 3/4 of a heartbeat
+    /// interval (75 ms by default), a liveness period, not a bound on a disk: with it, 37
+    /// replication RPCs timed out in 75 s of load, each one resent from scratch after a backoff
+    /// (issue #15). A longer deadline costs only when a packet is lost without the connection
+    /// failing, and then only the wait before the resend; a dead peer is detected by the connect
+    /// timeout and the HTTP/2 keep-alive, not by this. openraft bounds its heartbeats on its own.
+    pub replication_timeout: Duration,
     /// Size of one snapshot chunk.
     pub snapshot_chunk_bytes: usize,
     /// Largest snapshot a node accepts.
@@ -62,7 +74,7 @@ impl Default for NetConfig {
             max_message_bytes: 64 * 1024 * 1024,
             max_append_bytes: 4 * 1024 * 1024,
             min_append_bytes_per_sec: 8 * 1024 * 1024,
-            append_sync_allowance: Duration::from_millis(500),
+            replication_timeout: Duration::from_secs(1),
             snapshot_chunk_bytes: 1024 * 1024,
             max_snapshot_bytes: 64 * 1024 * 1024 * 1024,
             snapshot_timeout: Duration::from_secs(600),
@@ -86,11 +98,32 @@ pub struct Network {
     cluster_id: String,
     config: NetConfig,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// AppendEntries and votes that ran out of their deadline, over all peers.
+    timeouts: Arc<AtomicU64>,
 }
 
 impl Network {
     pub fn new(cluster_id: String, config: NetConfig) -> Network {
-        Network { cluster_id, config, channels: Arc::new(Mutex::new(HashMap::new())) }
+        Network {
+            cluster_id,
+            config,
+            channels: Arc::new(Mutex::new(HashMap::new())),
+            timeouts: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The count of AppendEntries and votes that ran out of their deadline, shared with every
+    /// connection this network makes.
+    pub fn timeouts(&self) -> Arc<AtomicU64> {
+        self.timeouts.clone()
+    }
+
+    /// Counts a failed RPC as timed out when it failed at or after its deadline.
+    fn count_timeout<T, E>(&self, result: &Result<T, E>, sent: std::time::Instant, timeout: Duration) {
+        if result.is_err() && sent.elapsed() >= timeout {
+            self.timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(?timeout, "a raft RPC ran out of its deadline");
+        }
     }
 
     fn channel(&self, addr: &str) -> Result<Channel, TransportError> {
@@ -208,7 +241,15 @@ pub fn split_by_bytes(entries: Vec<Entry>, budget: usize) -> Vec<(Vec<Entry>, us
     parts
 }
 
-/// The deadline of an AppendEntries of `bytes`: openraft's (derived from the heartbeat) plus the
+/// The deadline of an AppendEntries or a vote before an append's size is counted: the
+/// configured `replication_timeout`, or openraft's soft deadline when that is longer (a cluster
+/// configured with very long heartbeats). Never shorter than `replication_timeout`, whatever the
+/// heartbeat: openraft's option is derived from it, and a heartbeat is no bound on an fsync.
+pub fn replication_deadline(option: &RPCOption, config: &NetConfig) -> Duration {
+    config.replication_timeout.max(option.soft_ttl())
+}
+
+/// The deadline of an AppendEntries of `bytes`: `base` (see [`replication_deadline`]) plus the
 /// time to move the bytes at `min_bytes_per_sec`.
 pub fn append_deadline(base: Duration, bytes: usize, min_bytes_per_sec: u64) -> Duration {
     let transfer = Duration::from_secs_f64(bytes as f64 / min_bytes_per_sec.max(1) as f64);
@@ -238,14 +279,13 @@ impl RaftNetworkV2<TypeConfig> for Connection {
                 leader_commit: leader_commit.clone(),
                 entries,
             };
-            let base = if part.entries.is_empty() {
-                option.soft_ttl()
-            } else {
-                option.soft_ttl() + self.net.config.append_sync_allowance
-            };
+            // Empty parts too: a follower answers a heartbeat only after its earlier log writes are
+            // flushed, so it waits on the same fsync as an append.
+            let base = replication_deadline(&option, &self.net.config);
             let timeout = append_deadline(base, bytes, self.net.config.min_append_bytes_per_sec) * (1 << self.slow);
             let sent = std::time::Instant::now();
             let answer = self.send_append(&part, timeout).await;
+            self.net.count_timeout(&answer, sent, timeout);
             if !part.entries.is_empty() {
                 self.slow = match &answer {
                     Err(_) if sent.elapsed() >= timeout => (self.slow + 1).min(MAX_SLOW_DOUBLINGS),
@@ -278,9 +318,15 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let req = self.message(&rpc, option.soft_ttl());
-        let resp = self.client()?.vote(req).await.map_err(|s| status_to_rpc(self.target, s))?;
-        self.reply(resp.into_inner())
+        // The voter syncs its vote before it answers (openraft's `save_vote` contract): the same
+        // deadline as an append, not openraft's (3/4 of the minimum election timeout). A grant
+        // that arrives after the candidate moved on to a later term is ignored by openraft.
+        let timeout = replication_deadline(&option, &self.net.config);
+        let req = self.message(&rpc, timeout);
+        let sent = std::time::Instant::now();
+        let resp = self.client()?.vote(req).await.map_err(|s| status_to_rpc(self.target, s));
+        self.net.count_timeout(&resp, sent, timeout);
+        self.reply(resp?.into_inner())
     }
 
     async fn pre_vote(
@@ -421,6 +467,29 @@ mod tests {
         let parts = split_by_bytes(Vec::new(), 1000);
         assert_eq!(parts.len(), 1);
         assert!(parts[0].0.is_empty());
+    }
+
+    #[test]
+    fn replication_rpcs_have_their_own_deadline_not_the_heartbeats() {
+        let config = NetConfig::default();
+        // What openraft passes for a 100 ms heartbeat (soft: 75 ms), for a 50 ms one, and for a
+        // 300 ms minimum election timeout (votes).
+        for heartbeat_ms in [50, 100, 300] {
+            let option = RPCOption::new(Duration::from_millis(heartbeat_ms));
+            assert_eq!(
+                replication_deadline(&option, &config),
+                config.replication_timeout,
+                "heartbeat {heartbeat_ms} ms"
+            );
+        }
+        // Well above a loaded fsync (tens to hundreds of ms), not 3/4 of a heartbeat.
+        assert!(config.replication_timeout >= Duration::from_millis(500));
+        // A cluster configured with heartbeats longer than that keeps openraft's longer deadline.
+        let slow = RPCOption::new(Duration::from_secs(4));
+        assert_eq!(replication_deadline(&slow, &config), Duration::from_secs(3));
+        // An AppendEntries' deadline starts from it and grows with its size.
+        let base = replication_deadline(&RPCOption::new(Duration::from_millis(100)), &config);
+        assert_eq!(append_deadline(base, 0, config.min_append_bytes_per_sec), config.replication_timeout);
     }
 
     #[test]

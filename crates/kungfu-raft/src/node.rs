@@ -7,7 +7,7 @@ use crate::service::RaftService;
 use crate::state_machine::{ApplyGate, LAST_APPLIED, StateMachine};
 use crate::types::{LogId, Node, NodeId, Raft, Request, Response};
 use kungfu_core::{Command, Limits};
-use kungfu_storage::{DataDir, Identity, OpenMode, StateStore};
+use kungfu_storage::{DataDir, Identity, LogStore, OpenMode, StateStore};
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, RaftError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -162,6 +162,9 @@ pub struct RaftNode {
     pub id: NodeId,
     pub raft: Raft,
     pub state: Arc<StateStore>,
+    /// The raft log's store, for inspection and fault injection in tests
+    /// ([`LogStore::set_sync_delay`]).
+    pub log: LogStore,
     pub addr: SocketAddr,
     pub advertise: String,
     pub api_advertise: String,
@@ -169,6 +172,7 @@ pub struct RaftNode {
     pub apply_gate: ApplyGate,
     /// What this node applies, as it applies it (see [`crate::feed`]).
     pub feed: crate::feed::Feed,
+    rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -208,11 +212,13 @@ impl RaftNode {
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
 
-        let log = crate::log::RaftLog::new(stores.log);
+        let log_store = stores.log.clone();
+        let log = crate::log::RaftLog::new(stores.log)?;
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
         let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone());
         let apply_gate = sm.gate().clone();
         let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
+        let rpc_timeouts = network.timeouts();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
@@ -223,7 +229,9 @@ impl RaftNode {
             .max_decoding_message_size(cfg.net.max_message_bytes)
             .max_encoding_message_size(cfg.net.max_message_bytes);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // TCP_NODELAY on every accepted socket: tonic ignores its own setting on this path (see
+        // `crate::incoming`).
+        let incoming = crate::incoming::nodelay_incoming(listener);
         let handle = tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
                 .initial_stream_window_size(crate::network::STREAM_WINDOW_BYTES)
@@ -245,6 +253,8 @@ impl RaftNode {
             id: cfg.node_id,
             raft,
             state,
+            log: log_store,
+            rpc_timeouts,
             addr,
             advertise,
             api_advertise: cfg.api_advertise.clone(),
@@ -433,6 +443,12 @@ impl RaftNode {
         }
     }
 
+    /// AppendEntries and votes this node sent that ran out of their deadline since it started
+    /// (see [`crate::network::replication_deadline`]).
+    pub fn rpc_timeouts(&self) -> u64 {
+        self.rpc_timeouts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The last log index applied to the state machine.
     pub fn applied_index(&self) -> Option<u64> {
         self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)
@@ -485,7 +501,7 @@ pub async fn adopt_restored_state(
         Some(b) => envelope::decode(&b, LAST_APPLIED)?,
         None => return Err(corrupt("the restored state holds no applied entry".into())),
     };
-    let mut log = crate::log::RaftLog::new(stores.log.clone());
+    let mut log = crate::log::RaftLog::new(stores.log.clone())?;
     let vote = log.read_vote().await.map_err(|e| corrupt(e.to_string()))?;
     if stores.log.last()?.is_some() || vote.is_some() {
         return Err(corrupt("a restored node must start with an empty log".into()));

@@ -206,7 +206,7 @@ fn open(dir: &TempDir) -> Stores {
 async fn log_entries_are_stored_as_their_golden_bytes() {
     let dir = TempDir::new().expect("tempdir");
     let stores = open(&dir);
-    let mut log = RaftLog::new(stores.log.clone());
+    let mut log = RaftLog::new(stores.log.clone()).expect("log");
     let entries = entries();
     log.append(entries.clone(), IOFlushed::noop()).await.expect("append");
 
@@ -230,7 +230,7 @@ async fn log_entries_are_stored_as_their_golden_bytes() {
 async fn vote_and_log_marks_are_stored_as_their_golden_bytes() {
     let dir = TempDir::new().expect("tempdir");
     let stores = open(&dir);
-    let mut log = RaftLog::new(stores.log.clone());
+    let mut log = RaftLog::new(stores.log.clone()).expect("log");
     let mut g = Goldens::default();
     // The meta keys are part of the format too: they are read here by their literal names.
     let raw = |key: &str| stores.log.get_meta(key).expect("read raft_meta").expect("a stored value");

@@ -39,6 +39,11 @@ pub enum Error {
     Backup(String),
     #[error("unsupported on-disk format {found} in {path} (this build reads format {supported})")]
     Format { path: PathBuf, found: u32, supported: u32 },
+    /// A write of the raft log could not be made durable (a failed sync, or the log writer is
+    /// gone). Nothing written after it is acknowledged; the node must restart, and its disk be
+    /// checked.
+    #[error("the raft log could not be made durable: {0}; check the disk and restart the node")]
+    NotDurable(String),
 }
 
 impl Error {

@@ -14,6 +14,8 @@
 //! - [`envelope`]: the one place persisted values are encoded (a version byte, then bincode).
 //! - [`data_dir`]: opening a data directory safely: identity checks, never a silent re-initialisation.
 //! - [`log_store`]: entries and vote, durable (WAL synced) before any append or vote is acknowledged.
+//! - [`log_writer`]: group commit: appends written unsynced, one WAL sync for all queued so far,
+//!   their completions in order; the vote, truncation and purge in the same order.
 //! - [`state_store`]: the protocol state: consistent reads, one atomic batch per apply, digest,
 //!   checkpoint and atomic replacement.
 //! - [`snapshot`]: snapshot archives built from checkpoints, read in bounded chunks, installed atomically.
@@ -25,12 +27,14 @@ pub mod data_dir;
 pub mod envelope;
 pub mod error;
 pub mod log_store;
+pub mod log_writer;
 pub mod snapshot;
 pub mod state_store;
 
 pub use data_dir::{DataDir, Identity, OpenMode, Stores};
 pub use error::Error;
 pub use log_store::LogStore;
+pub use log_writer::LogWriter;
 pub use snapshot::{SnapshotArchive, SnapshotStore};
 pub use state_store::StateStore;
 

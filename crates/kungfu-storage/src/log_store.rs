@@ -1,11 +1,18 @@
 //! The raft log and the vote, in their own RocksDB instance. Every write that openraft must be able
-//! to rely on after a crash (appended entries, the vote, purge and truncation marks) is written with
-//! a synced WAL before the call returns, so nothing is acknowledged that is not on disk.
+//! to rely on after a crash (appended entries, the vote, purge and truncation marks) is on disk
+//! before it is acknowledged: the vote, truncation and purge are written with a synced WAL before
+//! the call returns; appended entries are written unsynced (readable at once) and made durable by
+//! one WAL sync for all the appends before it ([`LogStore::sync`], driven by
+//! [`crate::LogWriter`]), which is when openraft is told. The committed mark is written unsynced:
+//! openraft treats it as optional, and it is written after the entries it covers into the same
+//! WAL, which RocksDB recovers as a prefix, so a committed mark that survives a crash never names
+//! an entry that did not.
 
 use crate::error::Error;
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const CF_LOG: &str = "raft_log";
 const CF_META: &str = "raft_meta";
@@ -15,6 +22,10 @@ const STORE: &str = "log";
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    /// WAL syncs issued by [`LogStore::sync`] since open, so tests can see group commit coalesce.
+    syncs: Arc<AtomicU64>,
+    /// Fault injection for tests, in µs: every [`LogStore::sync`] takes at least this long.
+    sync_delay_us: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for LogStore {
@@ -39,7 +50,11 @@ impl LogStore {
         opts.set_paranoid_checks(true);
         let cfs = [CF_LOG, CF_META].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks(STORE))?;
-        Ok(LogStore { db: Arc::new(db) })
+        Ok(LogStore {
+            db: Arc::new(db),
+            syncs: Arc::new(AtomicU64::new(0)),
+            sync_delay_us: Arc::new(AtomicU64::new(0)),
+        })
     }
 
     fn cf(&self, name: &str) -> Result<&rocksdb::ColumnFamily, Error> {
@@ -54,6 +69,39 @@ impl LogStore {
             batch.put_cf(cf, index.to_be_bytes(), bytes);
         }
         self.db.write_opt(batch, &synced()).map_err(Error::rocks(STORE))
+    }
+
+    /// Appends entries `(index, bytes)` in one batch without syncing: readable when this returns,
+    /// durable only after a later [`LogStore::sync`] (or any synced write) returns.
+    pub fn append_unsynced(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), Error> {
+        let cf = self.cf(CF_LOG)?;
+        let mut batch = WriteBatch::default();
+        for (index, bytes) in entries {
+            batch.put_cf(cf, index.to_be_bytes(), bytes);
+        }
+        self.db.write_opt(batch, &WriteOptions::default()).map_err(Error::rocks(STORE))
+    }
+
+    /// Makes every write that returned before this call durable: one fsync of the WAL, however
+    /// many unsynced writes it covers.
+    pub fn sync(&self) -> Result<(), Error> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        let delay_us = self.sync_delay_us.load(Ordering::Relaxed);
+        if delay_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay_us));
+        }
+        self.db.flush_wal(true).map_err(Error::rocks(STORE))
+    }
+
+    /// Fault injection for tests: from now on every [`LogStore::sync`] of this store (and its
+    /// clones) takes at least `delay`, as an fsync on a loaded disk does. Zero turns it off.
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.sync_delay_us.store(delay.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// How many times [`LogStore::sync`] was called on this store since it was opened.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     /// Entries with `start <= index < end`, in order.
@@ -111,6 +159,13 @@ impl LogStore {
         let mut batch = WriteBatch::default();
         batch.put_cf(cf, key, value);
         self.db.write_opt(batch, &synced()).map_err(Error::rocks(STORE))
+    }
+
+    /// Writes a metadata value without syncing (the committed mark, which openraft treats as
+    /// optional: losing the latest one in a crash only means re-applying less on restart).
+    pub fn put_meta_unsynced(&self, key: &str, value: Vec<u8>) -> Result<(), Error> {
+        let cf = self.cf(CF_META)?;
+        self.db.put_cf_opt(cf, key, value, &WriteOptions::default()).map_err(Error::rocks(STORE))
     }
 
     pub fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {

@@ -115,8 +115,11 @@ impl StateStore {
                 None => batch.delete_cf(cf, k),
             }
         }
-        // The raft log is synced before entries are applied, so an apply need not sync: after a
-        // crash, whatever the WAL lost is applied again from the log.
+        // An apply need not sync: every entry it applies is committed, so a quorum holds it
+        // durably. After a crash, whatever this WAL lost is applied again from the log; and where
+        // the log lost an unsynced tail that the state had already applied (group commit lets a
+        // replica apply a committed entry before its own copy is synced), openraft purges the log
+        // up to the applied entry at start, so no hole is left between the log and the state.
         db.write_opt(batch, &WriteOptions::default()).map_err(Error::rocks(STORE))
     }
 

@@ -166,7 +166,8 @@ pub async fn serve(
         )
         .add_service(admin::service(b.clone()))
         .add_service(watch::service(watches, max))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        // TCP_NODELAY on every accepted socket: tonic ignores its own setting on this path.
+        .serve_with_incoming_shutdown(kungfu_raft::incoming::nodelay_incoming(listener), shutdown)
         .await;
     health.set_not_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
     health.set_not_serving::<pb::coord_service_server::CoordServiceServer<api::Api>>().await;
