@@ -29,7 +29,8 @@ pub use field_error::FieldError;
 pub use request::{KeyedAction, SecretMaterial};
 pub use response::WriteResponse;
 pub use status::{
-    field_error_status, grpc_code, read_error_rejection, read_error_status, rejection_status, status_rejection,
+    field_error_status, grpc_code, grpc_code_name, read_error_rejection, read_error_status, rejection_status,
+    status_rejection,
 };
 
 /// Metadata by which a door inside a node (the MCP door at `/mcp`) tells the node's own API the

@@ -219,3 +219,16 @@ pub fn status_rejection(s: &tonic::Status) -> Option<Rejection> {
 fn parse_next_step(s: &str) -> Option<NextStep> {
     NextStep::ALL.into_iter().find(|n| n.as_str() == s)
 }
+
+/// A gRPC status code by its canonical name (`DeadlineExceeded` as `DEADLINE_EXCEEDED`): how a
+/// status that carries no Kungfu rejection is named to users (the MCP door, the benchmarks).
+pub fn grpc_code_name(code: tonic::Code) -> String {
+    let mut out = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}

@@ -52,6 +52,7 @@ pub use build::{
 pub use calls::Registered;
 pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
 pub use error::{Error, Written};
+pub use kungfu_api::grpc_code_name;
 pub use kungfu_api::pb;
 pub use kungfu_api::status_rejection;
 pub use kungfu_core::coord::group;

@@ -59,35 +59,10 @@ pub fn status_rejection(s: &tonic::Status) -> Rejection {
             Code::Unavailable,
             format!(
                 "the node did not answer ({}): the outcome is unknown; repeat the call with the same idempotency_key",
-                code_name(s.code())
+                kungfu_api::grpc_code_name(s.code())
             ),
         );
         r.definite = false;
         r
     })
-}
-
-/// The gRPC code by its canonical name (`DEADLINE_EXCEEDED`), without the status message, which
-/// may carry transport details no caller needs.
-fn code_name(code: tonic::Code) -> String {
-    let debug = format!("{code:?}");
-    let mut out = String::new();
-    for (i, c) in debug.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn code_names_are_canonical() {
-        assert_eq!(code_name(tonic::Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
-        assert_eq!(code_name(tonic::Code::Unavailable), "UNAVAILABLE");
-    }
 }

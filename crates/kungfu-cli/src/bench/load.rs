@@ -139,17 +139,7 @@ pub async fn drive<O: Op>(ops: Vec<O>, warmup: Duration, window: Duration) -> Re
     Ok(Figures { ops, elapsed_secs, latency: Summary::of(&mut latencies), errors })
 }
 
-/// A gRPC status code as its canonical name: `DeadlineExceeded` as `DEADLINE_EXCEEDED`.
-pub fn grpc_code_name(code: tonic::Code) -> String {
-    let mut out = String::new();
-    for (i, c) in format!("{code:?}").chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
-}
+pub use kungfu_client::grpc_code_name;
 
 #[cfg(test)]
 mod tests {
