@@ -32,6 +32,7 @@ cases! {
     racing_takes_of_one_assignment_have_one_winner ["L5.1", "L5.2"],
     a_racing_adoption_and_rejection_judge_the_delivery_once ["L5.1", "L5.2", "L5.3"],
     racing_adoptions_never_overrun_the_adoption_limit ["L5.1"],
+    the_times_of_concurrent_actions_follow_their_order ["L5.1"],
     content_that_looks_like_structure_or_instruction_changes_nothing ["L6.3"],
     content_comes_back_byte_for_byte_only_in_content_fields ["L6.1", "L6.2"],
 }
@@ -1500,6 +1501,37 @@ async fn racing_adoptions_never_overrun_the_adoption_limit(cx: Ctx) {
         }
     }
     assert_eq!(of_kind(&author.turn().await, pb::ObligationKind::Judgment).len(), 3);
+}
+
+/// L5 rule 1: a legal serial order has one clock. Agents act at once on objects of their own (posts
+/// to their own threads, which go through each thread's actor) and on none (new Memories): ordered
+/// by sequence number, the receipts' times strictly increase. A leader that stamped an action before
+/// queueing it behind another would record a later fact with an earlier time.
+async fn the_times_of_concurrent_actions_follow_their_order(cx: Ctx) {
+    let agents = cx.agents(6).await;
+    let mut threads = Vec::new();
+    for a in &agents {
+        threads.push(cx.team(a, &[]).await);
+    }
+    let work = agents.iter().zip(&threads).map(|(a, t)| async move {
+        let mut stamps = Vec::new();
+        for i in 0..12 {
+            let (posted, created) = tokio::join!(
+                a.c.post(Post::text(&t.id, &format!("p{i}")).ask(Vec::<String>::new()), None),
+                a.c.create_memory(pb::CreateMemoryRequest { content: text("m"), ..Default::default() }, None),
+            );
+            for receipt in [posted.expect("post").value.receipt, created.expect("create memory").value.receipt] {
+                let r = receipt.expect("a receipt");
+                stamps.push((r.seq.expect("a post and a creation record facts"), r.at_unix_micros));
+            }
+        }
+        stamps
+    });
+    let mut stamps: Vec<(u64, i64)> = futures::future::join_all(work).await.into_iter().flatten().collect();
+    stamps.sort();
+    for pair in stamps.windows(2) {
+        assert!(pair[0].1 < pair[1].1, "seq {} has time {}, seq {} has time {}", pair[0].0, pair[0].1, pair[1].0, pair[1].1);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

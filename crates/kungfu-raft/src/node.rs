@@ -172,6 +172,10 @@ pub struct RaftNode {
     pub apply_gate: ApplyGate,
     /// What this node applies, as it applies it (see [`crate::feed`]).
     pub feed: crate::feed::Feed,
+    /// The leader's clock: the last time it stamped, held while a stamped command enters the log
+    /// (see [`RaftNode::propose_stamped`]).
+    clock: tokio::sync::Mutex<kungfu_types::Timestamp>,
+    applied_time: crate::state_machine::AppliedTime,
     rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -215,8 +219,10 @@ impl RaftNode {
         let log_store = stores.log.clone();
         let log = crate::log::RaftLog::new(stores.log)?;
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
-        let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone());
+        let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone())
+            .map_err(|e| StartError::Raft(format!("cannot read the applied state: {e}")))?;
         let apply_gate = sm.gate().clone();
+        let applied_time = sm.applied_time().clone();
         let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
         let rpc_timeouts = network.timeouts();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
@@ -260,6 +266,8 @@ impl RaftNode {
             api_advertise: cfg.api_advertise.clone(),
             apply_gate,
             feed,
+            clock: tokio::sync::Mutex::new(kungfu_types::Timestamp::ZERO),
+            applied_time,
             server: handle,
             stop: Some(stop_tx),
         })
@@ -299,23 +307,57 @@ impl RaftNode {
         Ok(Proposed { rx, me: self.id })
     }
 
-    /// Proposes several commands as one log entry and waits until it is applied here; one
-    /// answer per command, in order. Like [`RaftNode::write_within`], a timeout is indeterminate.
-    pub async fn write_many_within(
+    /// Stamps `cmd` with the leader's clock and hands it to raft like
+    /// [`RaftNode::propose_in_order`]. The stamp is taken and the command enters raft's queue under
+    /// one lock, so command times rise in log order across every caller of this node: a command
+    /// stamped before it waited behind another object's proposal would otherwise record a later
+    /// fact with an earlier time (L5: a legal serial order has one clock).
+    pub async fn propose_stamped(&self, mut cmd: Command) -> Result<Proposed, WriteError> {
+        let mut clock = self.clock.lock().await;
+        cmd.ts = self.next_stamp(&clock);
+        *clock = cmd.ts;
+        self.propose_in_order(cmd).await
+    }
+
+    /// Stamps several commands with one time of the leader's clock (see
+    /// [`RaftNode::propose_stamped`]), shifted by `shift` (fault injection only; the identity
+    /// otherwise), and proposes them as one log entry. Await [`Proposed::outcome`] for a
+    /// [`Response::Batch`] of one answer per command, in order.
+    pub async fn propose_many_stamped(
         &self,
-        cmds: Vec<Command>,
-        timeout: Duration,
-    ) -> Result<(Vec<Response>, LogId), WriteError> {
-        let n = cmds.len();
-        let written = tokio::time::timeout(timeout, self.propose(Request::Commands(cmds))).await;
-        match written {
-            Ok(Ok((Response::Batch(each), log_id))) if each.len() == n => Ok((each, log_id)),
-            Ok(Ok((other, _))) => {
-                Err(WriteError::Fatal(format!("a batch of {n} commands was answered with {other:?}")))
-            }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(WriteError::Indeterminate(format!("no outcome within {timeout:?}"))),
+        mut cmds: Vec<Command>,
+        shift: impl FnOnce(kungfu_types::Timestamp) -> kungfu_types::Timestamp,
+    ) -> Result<Proposed, WriteError> {
+        let mut clock = self.clock.lock().await;
+        let ts = self.next_stamp(&clock);
+        *clock = ts;
+        let shifted = shift(ts);
+        for cmd in &mut cmds {
+            cmd.ts = shifted;
         }
+        let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
+        self.raft
+            .client_write_ff(Request::Commands(cmds), Some(responder))
+            .await
+            .map_err(|f| WriteError::Fatal(f.to_string()))?;
+        Ok(Proposed { rx, me: self.id })
+    }
+
+    /// The time the next stamp would have now: wall time, but always after the last stamp of this
+    /// node and the last command applied here (which, on a leader that has caught up, includes
+    /// every command an earlier leader stamped). Advances nothing: a pre-check decides at this
+    /// time, the proposal is stamped again.
+    pub fn provisional_stamp(&self) -> kungfu_types::Timestamp {
+        let last = self.clock.try_lock().map(|c| *c).unwrap_or(kungfu_types::Timestamp::ZERO);
+        self.next_stamp(&last)
+    }
+
+    fn next_stamp(&self, last: &kungfu_types::Timestamp) -> kungfu_types::Timestamp {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        kungfu_types::Timestamp(wall.max(last.0.max(self.applied_time.get().0) + 1))
     }
 
     /// Replicates new limits.
@@ -427,11 +469,8 @@ impl RaftNode {
     }
 
     /// The largest command time applied so far (a leader stamps later ones).
-    pub fn last_ts(&self) -> Result<Option<kungfu_types::Timestamp>, kungfu_storage::Error> {
-        match self.state.get_meta(crate::state_machine::LAST_TS)? {
-            Some(b) => Ok(Some(kungfu_storage::envelope::decode(&b, crate::state_machine::LAST_TS)?)),
-            None => Ok(None),
-        }
+    pub fn last_ts(&self) -> kungfu_types::Timestamp {
+        self.applied_time.get()
     }
 
     /// The limits replicated through the log, if any were (until then every replica applies the

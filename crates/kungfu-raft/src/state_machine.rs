@@ -32,6 +32,27 @@ pub struct StateMachine {
     default_limits: Limits,
     gate: ApplyGate,
     feed: Feed,
+    applied_time: AppliedTime,
+}
+
+/// The largest command time applied so far, kept in memory beside [`LAST_TS`] so that a leader
+/// stamps without reading the store (L5, DESIGN §3). Raised after each batch commits and reset
+/// from the store when a snapshot replaces the state.
+#[derive(Clone, Debug, Default)]
+pub struct AppliedTime(Arc<std::sync::atomic::AtomicU64>);
+
+impl AppliedTime {
+    pub fn get(&self) -> kungfu_types::Timestamp {
+        kungfu_types::Timestamp(self.0.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    fn raise(&self, ts: kungfu_types::Timestamp) {
+        self.0.fetch_max(ts.0, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn set(&self, ts: kungfu_types::Timestamp) {
+        self.0.store(ts.0, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// Holds back the application of committed entries on one node while held: fault injection for
@@ -77,7 +98,11 @@ fn read_meta<T: serde::de::DeserializeOwned>(state: &StateStore, key: &str) -> R
 }
 
 impl StateMachine {
-    pub fn new(state: Arc<StateStore>, snapshots: SnapshotStore, default_limits: Limits) -> StateMachine {
+    pub fn new(
+        state: Arc<StateStore>,
+        snapshots: SnapshotStore,
+        default_limits: Limits,
+    ) -> Result<StateMachine, io::Error> {
         StateMachine::with_feed(state, snapshots, default_limits, Feed::new(crate::feed::DEFAULT_FEED_CAPACITY))
     }
 
@@ -87,8 +112,15 @@ impl StateMachine {
         snapshots: SnapshotStore,
         default_limits: Limits,
         feed: Feed,
-    ) -> StateMachine {
-        StateMachine { state, snapshots, default_limits, gate: ApplyGate::default(), feed }
+    ) -> Result<StateMachine, io::Error> {
+        let applied_time = AppliedTime::default();
+        applied_time.set(read_meta(&state, LAST_TS)?.unwrap_or(kungfu_types::Timestamp::ZERO));
+        Ok(StateMachine { state, snapshots, default_limits, gate: ApplyGate::default(), feed, applied_time })
+    }
+
+    /// The largest command time this state machine has applied, read without the store.
+    pub fn applied_time(&self) -> &AppliedTime {
+        &self.applied_time
     }
 
     /// The gate in front of this state machine's apply (see [`ApplyGate`]).
@@ -107,7 +139,12 @@ impl StateMachine {
 
     /// Applies a batch of committed entries and commits them atomically. Returns one response per
     /// entry. Runs on the blocking pool.
-    fn apply_batch(state: &StateStore, limits: &mut Limits, entries: &[Entry]) -> Result<Applied, io::Error> {
+    fn apply_batch(
+        state: &StateStore,
+        limits: &mut Limits,
+        applied_time: &AppliedTime,
+        entries: &[Entry],
+    ) -> Result<Applied, io::Error> {
         let live = state.live();
         let mut tx = Tx::new(&live);
         let mut responses = Vec::with_capacity(entries.len());
@@ -156,14 +193,15 @@ impl StateMachine {
         if let Some(l) = &new_limits {
             meta.push((LIMITS, Some(envelope::encode(l))));
         }
-        if let Some(ts) = last_ts {
-            let previous: Option<kungfu_types::Timestamp> = read_meta(state, LAST_TS)?;
-            if Some(ts) > previous {
-                meta.push((LAST_TS, Some(envelope::encode(&ts))));
-            }
+        let raised = last_ts.filter(|ts| *ts > applied_time.get());
+        if let Some(ts) = raised {
+            meta.push((LAST_TS, Some(envelope::encode(&ts))));
         }
         let changes = tx.into_changes();
         state.commit(&changes, &meta).map_err(io::Error::from)?;
+        if let Some(ts) = raised {
+            applied_time.raise(ts);
+        }
         Ok(Applied { responses, commands, last: last_applied.map(|l| l.index) })
     }
 }
@@ -271,7 +309,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let (entries, responders): (Vec<Entry>, Vec<_>) = batch.into_iter().unzip();
         let state = self.state.clone();
         let mut limits = self.limits()?;
-        let applied = tokio::task::spawn_blocking(move || StateMachine::apply_batch(&state, &mut limits, &entries))
+        let applied_time = self.applied_time.clone();
+        let applied =
+            tokio::task::spawn_blocking(move || StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries))
             .await
             .map_err(io_err)??;
         // The feed and the responses go out only after the batch is committed.
@@ -295,7 +335,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let snapshots = self.snapshots.clone();
         let meta = meta.clone();
         let meta_index = meta.last_log_id.as_ref().map(|l| l.index);
-        tokio::task::spawn_blocking(move || -> Result<(), io::Error> {
+        let applied_time = self.applied_time.clone();
+        let installed_time = tokio::task::spawn_blocking(move || -> Result<kungfu_types::Timestamp, io::Error> {
             let name = snapshot_name(&meta);
             // A snapshot received from another node is kept as this node's current snapshot.
             let local = if snapshot.path.parent() == Some(snapshots.dir()) && snapshot.name == name {
@@ -312,10 +353,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     meta.last_log_id
                 )));
             }
-            Ok(())
+            Ok(read_meta::<kungfu_types::Timestamp>(&state, LAST_TS)?.unwrap_or(kungfu_types::Timestamp::ZERO))
         })
         .await
         .map_err(io_err)??;
+        applied_time.set(installed_time);
         self.feed.publish(FeedEvent::Replaced { applied: meta_index });
         Ok(())
     }

@@ -261,7 +261,7 @@ async fn state_machine_meta_and_snapshot_meta_are_stored_as_their_golden_bytes()
     let stores = open(&dir);
     let state = Arc::new(stores.state);
     let snapshots = stores.snapshots.clone();
-    let mut sm = StateMachine::new(state.clone(), stores.snapshots, limits());
+    let mut sm = StateMachine::new(state.clone(), stores.snapshots, limits()).expect("state machine");
     // The first four entries: the batch of commands repeats the registration (its receipt
     // replayed) and would only move the last applied id.
     let batch =

@@ -20,7 +20,7 @@ impl StoreBuilder<TypeConfig, RaftLog, StateMachine, TempDir> for Builder {
             .open(&Identity { cluster_id: "suite".into(), node_id: 1 }, OpenMode::CreateIfEmpty, 2)
             .map_err(|e| StorageError::read(TypeConfig::err_from_error(&e)))?;
         let log = RaftLog::new(stores.log).map_err(|e| StorageError::read(TypeConfig::err_from_error(&e)))?;
-        let sm = StateMachine::new(Arc::new(stores.state), stores.snapshots, Limits::default());
+        let sm = StateMachine::new(Arc::new(stores.state), stores.snapshots, Limits::default()).expect("state machine");
         Ok((td, log, sm))
     }
 }

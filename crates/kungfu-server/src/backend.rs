@@ -10,15 +10,17 @@ use kungfu_core::read::ReadError;
 use kungfu_core::{Command, Limits, Principal, Receipt, StateExt, StateRead};
 use kungfu_raft::{RaftNode, Response, WriteError};
 use kungfu_types::{AgentId, Code, Rejection, Timestamp};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Makes each idempotency key the `skip-dedup` canary invents unique.
+static CANARY_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The service layer: the state shared by every door and call.
 pub struct Backend {
     pub node: Arc<RaftNode>,
     pub config: Arc<Config>,
     /// The last time this node stamped, so stamps strictly increase (DESIGN §3).
-    last_stamp: Mutex<Timestamp>,
     pub rate: crate::ratelimit::RateLimits,
     /// The actors of live Threads and Tasks (DESIGN §3).
     pub actors: Arc<crate::actors::Actors>,
@@ -92,7 +94,7 @@ impl Backend {
                 None
             }
         };
-        Backend { node, config, last_stamp: Mutex::new(Timestamp::ZERO), rate, actors, timers, door_token }
+        Backend { node, config, rate, actors, timers, door_token }
     }
 
     /// The answer to a call that reached a node that does not lead: nothing happened. It names
@@ -231,23 +233,6 @@ impl Backend {
         }
     }
 
-    /// The leader's clock: wall time, but always after the last stamp and the last applied command.
-    fn stamp(&self) -> Result<Timestamp, Rejection> {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| Timestamp(d.as_micros() as u64))
-            .unwrap_or(Timestamp::ZERO);
-        let applied =
-            self.node.last_ts().map_err(|e| status(Code::Unavailable, e.to_string()))?.unwrap_or(Timestamp::ZERO);
-        let mut last = match self.last_stamp.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        let ts = wall.max(Timestamp(last.0.max(applied.0) + 1));
-        *last = ts;
-        Ok(ts)
-    }
-
     /// Waits until this leader's state holds every entry of earlier terms, so nothing it decides
     /// or stamps can contradict what an earlier leader acknowledged: a pre-check of a new leader
     /// that had not yet applied an acknowledged join would refuse the member `NOT_MEMBER` for good,
@@ -302,11 +287,14 @@ impl Backend {
         // L5: stamp and pre-check only from a state that holds everything acknowledged.
         self.caught_up().await?;
         let mut key = keyed.key;
+        // The pre-check decides at the time the stamp would have now; the proposal is stamped
+        // again, in log order (`RaftNode::propose_stamped`, L5).
+        let provisional = self.node.provisional_stamp();
         if crate::canary::armed("skip-dedup") {
-            let fresh = format!("canary-{}", self.stamp()?.0);
+            let fresh = format!("canary-{}-{}", provisional.0, CANARY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             key = kungfu_types::IdempotencyKey::new(fresh).unwrap_or(key);
         }
-        let cmd = Command::new(principal, keyed.action, Some(key), self.stamp()?);
+        let cmd = Command::new(principal, keyed.action, Some(key), provisional);
         let object = self
             .node
             .state
@@ -374,13 +362,19 @@ impl Backend {
         }
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         self.node.until_caught_up(timeout).await?;
-        let mut ts = self.stamp().map_err(|r| WriteError::NotCaughtUp(r.message))?;
-        if crate::canary::armed("early-deadlines") {
-            ts = Timestamp(ts.0 + crate::canary::EARLY_BY_MICROS);
-        }
-        let cmds: Vec<Command> = actions.into_iter().map(|a| Command::new(Principal::System, a, None, ts)).collect();
+        let early = crate::canary::armed("early-deadlines");
+        let n = actions.len();
+        let cmds: Vec<Command> =
+            actions.into_iter().map(|a| Command::new(Principal::System, a, None, Timestamp::ZERO)).collect();
         let started = std::time::Instant::now();
-        let (answers, _) = self.node.write_many_within(cmds, timeout).await?;
+        let proposed = self
+            .node
+            .propose_many_stamped(cmds, |ts| if early { Timestamp(ts.0 + crate::canary::EARLY_BY_MICROS) } else { ts })
+            .await?;
+        let answers = match proposed.outcome(timeout).await? {
+            (Response::Batch(each), _) if each.len() == n => each,
+            (other, _) => return Err(WriteError::Fatal(format!("a batch of {n} expiries was answered with {other:?}"))),
+        };
         let mut outcomes = Vec::with_capacity(answers.len());
         for answer in answers {
             let outcome = match answer {
@@ -409,7 +403,7 @@ impl Backend {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         let kind = cmd.action.kind().as_str();
         let started = std::time::Instant::now();
-        let proposed = match self.node.propose_in_order(cmd).await {
+        let proposed = match self.node.propose_stamped(cmd).await {
             Ok(p) => p,
             Err(e) => return Err(self.write_failed(kind, started, e)),
         };

@@ -8,7 +8,7 @@ use crate::fact::Fact;
 use crate::keys;
 use crate::model::*;
 use crate::receipt::{ActionResult, GrantReceipt};
-use crate::state::{IndexRef, Record, StateError, StateExt};
+use crate::state::{IndexRef, Record, StateError, StateExt, StateRead};
 use kungfu_types::{AgentId, Code, Content, EntrySeq, Role, TaskId, ThreadId};
 use std::collections::BTreeSet;
 
@@ -292,7 +292,9 @@ pub(super) fn emit_post(
         }
     } else {
         // Rule 3: exactly two members who may speak: the other one. Rule 4: otherwise nobody.
-        let speakers = speakers_of(cx, thread)?;
+        // Reading stops at a third speaker, so a post to a large thread does not read every
+        // membership (issue #15).
+        let speakers = speakers_up_to(cx, thread, 3)?;
         if speakers.len() == 2 && speakers.contains(&me) {
             speakers.into_iter().filter(|a| *a != me).collect()
         } else {
@@ -318,16 +320,36 @@ pub(super) fn emit_post(
 
 /// The current members of a thread who may speak, in id order.
 pub(super) fn speakers_of(cx: &Cx<'_>, thread: ThreadId) -> Res<BTreeSet<AgentId>> {
+    speakers_up_to(cx, thread, usize::MAX)
+}
+
+/// The first `bound` current members of a thread who may speak, in id order: all of them when
+/// there are at most `bound`.
+fn speakers_up_to(cx: &Cx<'_>, thread: ThreadId, bound: usize) -> Res<BTreeSet<AgentId>> {
+    // Pages small enough that a bounded read decodes few records, large enough for a full one.
+    const PAGE: usize = 16;
+    let prefix = keys::memberships_of(thread);
     let mut speakers = BTreeSet::new();
-    for (key, r) in cx.tx.scan_all(&keys::memberships_of(thread))? {
-        let Record::Membership(m) = r else {
-            return Err(StateError::corrupt(&key, "expected a membership").into());
-        };
-        if m.may_speak() {
-            speakers.insert(m.agent);
+    let mut after: Option<keys::Key> = None;
+    loop {
+        let page = StateRead::scan(&cx.tx, &prefix, after.as_deref(), PAGE)?;
+        let last_page = page.len() < PAGE;
+        for (key, r) in page {
+            let Record::Membership(m) = &r else {
+                return Err(StateError::corrupt(&key, "expected a membership").into());
+            };
+            if m.may_speak() {
+                speakers.insert(m.agent);
+                if speakers.len() >= bound {
+                    return Ok(speakers);
+                }
+            }
+            after = Some(key);
+        }
+        if last_page {
+            return Ok(speakers);
         }
     }
-    Ok(speakers)
 }
 
 /// §6.3: a responder handles its pending response, with an optional one-line note.
