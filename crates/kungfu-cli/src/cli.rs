@@ -333,6 +333,23 @@ pub enum BenchCmd {
     /// count; operations per second, latency, errors and the memory of every server process, with
     /// kungfu/etcd ratios. etcd runs when an `etcd` binary is found (`--etcd`, else PATH).
     Compare(BenchCompare),
+    /// A regression guard, not a timed test: the instructions (callgrind's `Ir`) one `kungfud`
+    /// node executes for a fixed sequence of calls, one at a time: `--ops` posts to the writer's
+    /// own thread, then `--ops` linearizable reads. Needs valgrind (Debian's `valgrind`).
+    Instructions(BenchInstructions),
+}
+
+/// The arguments of `kungfu bench instructions`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchInstructions {
+    #[command(flatten)]
+    pub files: BenchFiles,
+    /// How many counted calls each phase makes (the posts, then the reads), after 10 uncounted ones.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub ops: u64,
+    /// The size of each posted entry's content, in bytes.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=262_144))]
+    pub payload_bytes: u64,
 }
 
 /// The arguments of `kungfu bench compare`.

@@ -1,7 +1,8 @@
-//! `kungfu bench deadlines`, `kungfu bench write` and `kungfu bench compare` end to end, small,
-//! against the debug `kungfud` built with the workspace (or `$KUNGFUD`): the JSON has its shape and
-//! sane values, and each run leaves no process and no file behind. The comparison needs etcd 3.4
-//! on PATH (Debian's `etcd-server`, which CI installs).
+//! `kungfu bench deadlines`, `write`, `compare` and `instructions` end to end, small, against the
+//! debug `kungfud` built with the workspace (or `$KUNGFUD`): the JSON has its shape and sane
+//! values, and each run leaves no process and no file behind. The comparison needs etcd 3.4 on
+//! PATH (Debian's `etcd-server`), the instruction counts valgrind (Debian's `valgrind`); CI
+//! installs both, and a test whose program is missing fails rather than skips.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -137,16 +138,16 @@ fn bench_deadlines_and_write_report_from_real_nodes_and_leave_nothing_behind() {
     assert_eq!(w["errors_total"], 0, "{w:#}");
 }
 
-/// `etcd` on PATH, or a failure that says how to get it: this test does not skip.
-fn etcd_on_path() -> PathBuf {
+/// `name` on PATH, or a failure that says how to get it (`install`): these tests do not skip.
+fn on_path(name: &str, install: &str) -> PathBuf {
     let found =
-        std::env::var_os("PATH").iter().flat_map(std::env::split_paths).map(|d| d.join("etcd")).find(|p| p.is_file());
-    found.unwrap_or_else(|| panic!("no `etcd` on PATH: install etcd 3.4 (Debian: apt-get install etcd-server)"))
+        std::env::var_os("PATH").iter().flat_map(std::env::split_paths).map(|d| d.join(name)).find(|p| p.is_file());
+    found.unwrap_or_else(|| panic!("no `{name}` on PATH: {install}"))
 }
 
 #[test]
 fn bench_compare_measures_kungfu_and_etcd_in_one_run_and_leaves_nothing_behind() {
-    etcd_on_path();
+    on_path("etcd", "install etcd 3.4 (Debian: apt-get install etcd-server)");
     let dir = tempfile::tempdir().expect("tempdir");
     let args = [
         "compare",
@@ -185,5 +186,30 @@ fn bench_compare_measures_kungfu_and_etcd_in_one_run_and_leaves_nothing_behind()
         }
         assert!(f(point, "ratio.ops_per_sec") > 0.0, "{c:#}");
         assert!(f(point, "ratio.p99") > 0.0, "{c:#}");
+    }
+}
+
+#[test]
+fn bench_instructions_counts_each_phase_under_callgrind_and_leaves_nothing_behind() {
+    for name in ["valgrind", "callgrind_control"] {
+        on_path(name, "install valgrind (Debian: apt-get install valgrind)");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Five calls per phase: valgrind runs a debug `kungfud` many times slower.
+    let v = bench(dir.path(), &["instructions", "--ops", "5"]);
+    assert_eq!(v["bench"], "instructions");
+    assert_machine_and_server(&v);
+    assert!(v["valgrind"]["version"].as_str().is_some_and(|s| s.starts_with("valgrind")), "{v:#}");
+    assert_eq!(v["params"], serde_json::json!({"nodes": 1, "ops": 5, "warmup_ops": 10, "payload_bytes": 1024}));
+    let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases in {v:#}"));
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
+    assert_eq!(names, ["own", "read"], "{v:#}");
+    for p in phases {
+        assert_eq!(p["ops"], 5, "{v:#}");
+        assert!(p["call"].as_str().is_some_and(|c| !c.is_empty()), "{v:#}");
+        let (ir, per_op) = (f(p, "ir"), f(p, "ir_per_op"));
+        assert!(ir > 0.0 && per_op > 0.0, "each phase counted instructions: {v:#}");
+        assert!((per_op * 5.0 - ir).abs() <= 5.0, "Ir per op is the total over the ops: {v:#}");
+        assert!(f(p, "seconds") > 0.0, "{v:#}");
     }
 }

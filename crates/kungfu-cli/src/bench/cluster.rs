@@ -6,11 +6,13 @@
 //! which then kills the nodes itself. Nodes are stopped with SIGKILL: their data is removed
 //! anyway, and a kill cannot hang. The per-agent rate limits are off (`[rate_limits]` all 0): a
 //! benchmark's agents write far faster than the defaults allow one agent, on purpose; every other
-//! setting is the server's default.
+//! setting is the server's default. A [`Runner`] may put a command before `kungfud` (valgrind, for
+//! `kungfu bench instructions`); every other bench runs the binary itself.
 
 use crate::cli::{BenchCluster, BenchFiles};
 use crate::error::CliError;
 use kungfu_client::{Client, ClientOptions, pb};
+use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +20,22 @@ use std::time::{Duration, Instant};
 
 /// How long the cluster may take to elect a leader that every node knows.
 pub const ELECT_BOUND: Duration = Duration::from_secs(30);
+
+/// How the nodes' processes are run.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    /// A command and its arguments put before `kungfud --config …` (empty: `kungfud` runs
+    /// itself). Each node runs in the run's directory, so a relative path here names a file in it.
+    pub prefix: Vec<OsString>,
+    /// How long the cluster may take to elect a leader that every node knows.
+    pub elect_bound: Duration,
+}
+
+impl Default for Runner {
+    fn default() -> Runner {
+        Runner { prefix: Vec::new(), elect_bound: ELECT_BOUND }
+    }
+}
 
 /// One node: its id, addresses, files and process (None while killed).
 #[derive(Debug)]
@@ -34,6 +52,7 @@ struct Node {
 pub struct Cluster {
     dir: PathBuf,
     binary: PathBuf,
+    runner: Runner,
     token: String,
     nodes: Vec<Node>,
     keep: bool,
@@ -143,15 +162,30 @@ pub(super) fn spawn_logged(mut command: Command, log: &Path) -> Result<Child, Cl
         .map_err(|e| CliError::other(format!("cannot start {}: {e}", command.get_program().to_string_lossy())))
 }
 
+/// The command of one node: `kungfud --config CONFIG`, after the runner's prefix if it has one,
+/// run in the run's directory `dir`.
+fn node_command(runner: &Runner, binary: &Path, config: &Path, dir: &Path) -> Command {
+    let mut command = match runner.prefix.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(binary);
+            c
+        }
+        None => Command::new(binary),
+    };
+    command.arg("--config").arg(config).current_dir(dir);
+    command
+}
+
 impl Cluster {
     /// Writes the configs into a new directory under `--data-dir` (or the temporary directory),
-    /// starts every node and waits (at most [`ELECT_BOUND`]) until a leader serves and every node
-    /// knows it.
-    pub async fn start(opts: &BenchCluster, binary: PathBuf) -> Result<Cluster, CliError> {
+    /// starts every node as `runner` says and waits (at most its `elect_bound`, [`ELECT_BOUND`]
+    /// by default) until a leader serves and every node knows it.
+    pub async fn start(opts: &BenchCluster, binary: PathBuf, runner: Runner) -> Result<Cluster, CliError> {
         let (dir, tag) = run_dir(&opts.files, "kungfu-bench")?;
         let token = format!("bench-{}", tag.trim_start_matches("sdk-"));
         // From here on, dropping `cluster` removes the directory and kills what started.
-        let mut cluster = Cluster { dir, binary, token, nodes: Vec::new(), keep: opts.files.keep };
+        let mut cluster = Cluster { dir, binary, runner, token, nodes: Vec::new(), keep: opts.files.keep };
         let addrs: Vec<(u16, String, String)> = ports(opts.nodes, opts.base_port)?
             .into_iter()
             .zip(1..)
@@ -168,17 +202,22 @@ impl Cluster {
         for id in 1..=opts.nodes {
             cluster.spawn(id)?;
         }
-        cluster.wait_for_leader(ELECT_BOUND).await?;
+        cluster.wait_for_leader(cluster.runner.elect_bound).await?;
         Ok(cluster)
     }
 
-    /// [`Cluster::start`], telling on stderr how long it took and which node leads; returns the
-    /// cluster and its leader.
+    /// [`Cluster::start`] with the default [`Runner`], telling on stderr how long it took and
+    /// which node leads; returns the cluster and its leader.
     pub async fn launch(opts: &BenchCluster, binary: PathBuf) -> Result<(Cluster, u16), CliError> {
+        Cluster::launch_with(opts, binary, Runner::default()).await
+    }
+
+    /// [`Cluster::launch`], each node run as `runner` says.
+    pub async fn launch_with(opts: &BenchCluster, binary: PathBuf, runner: Runner) -> Result<(Cluster, u16), CliError> {
         super::progress(format!("starting {} kungfud node(s)", opts.nodes));
         let started = Instant::now();
-        let mut cluster = Cluster::start(opts, binary).await?;
-        let leader = cluster.wait_for_leader(ELECT_BOUND).await?;
+        let mut cluster = Cluster::start(opts, binary, runner).await?;
+        let leader = cluster.wait_for_leader(cluster.runner.elect_bound).await?;
         super::progress(format!(
             "{} node(s) up in {:.1} s, node {leader} leads; files in {}",
             opts.nodes,
@@ -215,11 +254,12 @@ impl Cluster {
 
     /// Starts node `id`'s process, appending to its log.
     fn spawn(&mut self, id: u16) -> Result<(), CliError> {
-        let binary = self.binary.clone();
-        let dir = self.dir.clone();
+        let command = {
+            let node =
+                self.nodes.iter().find(|n| n.id == id).ok_or_else(|| CliError::other(format!("no node {id}")))?;
+            node_command(&self.runner, &self.binary, &node.config, &self.dir)
+        };
         let node = self.node(id)?;
-        let mut command = Command::new(&binary);
-        command.arg("--config").arg(&node.config).current_dir(&dir);
         node.child = Some(spawn_logged(command, &node.log)?);
         Ok(())
     }
@@ -354,6 +394,23 @@ mod tests {
         let err = ports(1, Some(port)).expect_err("the port is held");
         assert!(err.message.contains(&format!("127.0.0.1:{port}")), "{}", err.message);
         assert!(err.message.contains("not free"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_runner_prefix_goes_before_kungfud_and_none_runs_kungfud_itself() {
+        let (bin, config, dir) = (Path::new("/b/kungfud"), Path::new("/d/node1.toml"), Path::new("/d"));
+        let plain = node_command(&Runner::default(), bin, config, dir);
+        assert_eq!(plain.get_program(), "/b/kungfud");
+        assert_eq!(plain.get_args().collect::<Vec<_>>(), ["--config", "/d/node1.toml"]);
+        assert_eq!(plain.get_current_dir(), Some(dir));
+        let runner = Runner { prefix: vec!["valgrind".into(), "--tool=callgrind".into()], ..Runner::default() };
+        let wrapped = node_command(&runner, bin, config, dir);
+        assert_eq!(wrapped.get_program(), "valgrind");
+        assert_eq!(
+            wrapped.get_args().collect::<Vec<_>>(),
+            ["--tool=callgrind", "/b/kungfud", "--config", "/d/node1.toml"]
+        );
+        assert_eq!(wrapped.get_current_dir(), Some(dir));
     }
 
     #[test]

@@ -320,7 +320,7 @@ pub fn table(points: &[Point], with_etcd: bool) -> (Vec<&'static str>, Vec<Vec<S
 
 /// A reader of entry 1 of its own thread, linearizable or stale as its client says.
 #[derive(Debug)]
-struct EntryReader {
+pub(super) struct EntryReader {
     client: Client,
     thread: String,
 }
@@ -418,9 +418,10 @@ struct Pair {
 }
 
 /// The Kungfu cluster of one size with the agents, threads and connections its points use, made
-/// once for the most writers of the plan and reused by every point.
+/// once for the most writers of the plan and reused by every point. `kungfu bench instructions`
+/// uses it too, for its one writer's `own` and `read` calls.
 #[derive(Debug)]
-struct KungfuSide {
+pub(super) struct KungfuSide {
     cluster: Cluster,
     /// Unmeasured setup calls, with the SDK's retries.
     setup: Client,
@@ -437,10 +438,21 @@ struct KungfuSide {
 impl KungfuSide {
     async fn start(opts: &BenchCluster, binary: PathBuf, plan: &Plan) -> Result<KungfuSide, CliError> {
         let (cluster, leader) = Cluster::launch(opts, binary).await?;
+        KungfuSide::on(cluster, leader, plan.connections, plan.payload_bytes).await
+    }
+
+    /// The side of a running `cluster` led by `leader`: `connections` measured connections,
+    /// payloads of `payload_bytes`, no agents yet.
+    pub(super) async fn on(
+        cluster: Cluster,
+        leader: u16,
+        connections: u64,
+        payload_bytes: usize,
+    ) -> Result<KungfuSide, CliError> {
         let endpoints = cluster.endpoints_from(leader);
         let setup = Client::connect(endpoints.clone(), None, ClientOptions::default()).await?;
-        let connections = write::measured_connections(&endpoints, plan.connections).await?;
-        let body = vec![b'x'; plan.payload_bytes];
+        let connections = write::measured_connections(&endpoints, connections).await?;
+        let body = vec![b'x'; payload_bytes];
         Ok(KungfuSide {
             cluster,
             setup,
@@ -454,7 +466,7 @@ impl KungfuSide {
     }
 
     /// `n` agents, each with a thread of its own whose entry 1 is a payload.
-    async fn ensure_agents(&mut self, n: usize) -> Result<(), CliError> {
+    pub(super) async fn ensure_agents(&mut self, n: usize) -> Result<(), CliError> {
         if self.agents.len() >= n {
             return Ok(());
         }
@@ -519,6 +531,23 @@ impl KungfuSide {
         self.connections[i % self.connections.len()].with_key(key.to_string())
     }
 
+    /// Writer `i` posting a payload to `thread` (the `own` and `shared` workloads).
+    pub(super) fn poster(&self, i: usize, thread: &str) -> Poster {
+        Poster { client: self.client(i, &self.agents[i].0), thread: thread.to_string(), body: self.body.clone() }
+    }
+
+    /// Reader `i` reading entry 1 of its own thread, linearizable or `stale` (the `read` and
+    /// `stale` workloads); [`KungfuSide::ensure_agents`] must have made agent `i`.
+    pub(super) fn reader(&self, i: usize, stale: bool) -> EntryReader {
+        let client = self.client(i, &self.agents[i].0);
+        EntryReader { client: if stale { client.stale() } else { client }, thread: self.own[i].clone() }
+    }
+
+    /// Writer `i`'s own thread; [`KungfuSide::ensure_agents`] must have made agent `i`.
+    pub(super) fn own_thread(&self, i: usize) -> &str {
+        &self.own[i]
+    }
+
     async fn point(&mut self, workload: Workload, writers: usize, plan: &Plan) -> Result<Side, CliError> {
         let most = plan.most_writers();
         let figures = match workload {
@@ -529,24 +558,12 @@ impl KungfuSide {
                 } else {
                     vec![self.ensure_shared(most).await?; most]
                 };
-                let ops: Vec<Poster> = (0..writers)
-                    .map(|i| Poster {
-                        client: self.client(i, &self.agents[i].0),
-                        thread: threads[i].clone(),
-                        body: self.body.clone(),
-                    })
-                    .collect();
+                let ops: Vec<Poster> = (0..writers).map(|i| self.poster(i, &threads[i])).collect();
                 drive(ops, plan.warmup, plan.window).await?
             }
             Workload::Read | Workload::Stale => {
                 self.ensure_agents(most).await?;
-                let ops: Vec<EntryReader> = (0..writers)
-                    .map(|i| {
-                        let client = self.client(i, &self.agents[i].0);
-                        let client = if workload == Workload::Stale { client.stale() } else { client };
-                        EntryReader { client, thread: self.own[i].clone() }
-                    })
-                    .collect();
+                let ops: Vec<EntryReader> = (0..writers).map(|i| self.reader(i, workload == Workload::Stale)).collect();
                 drive(ops, plan.warmup, plan.window).await?
             }
             Workload::Mixed => {

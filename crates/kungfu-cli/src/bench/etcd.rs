@@ -49,8 +49,7 @@ pub fn find_etcd(flag: Option<&str>, required: bool, path_var: Option<OsString>)
         }
         return Err(CliError::usage(format!("--etcd {given}: no such file")));
     }
-    let on_path = path_var.iter().flat_map(std::env::split_paths).map(|d| d.join("etcd")).find(|p| p.is_file());
-    match on_path {
+    match super::on_path("etcd", path_var) {
         Some(path) => Ok(Found::At(path)),
         None if required => Err(CliError::usage(
             "--against etcd: no `etcd` binary on PATH; install etcd 3.4 (Debian: apt-get install etcd-server) \

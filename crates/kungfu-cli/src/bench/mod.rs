@@ -6,6 +6,8 @@
 //! - [`write`]: concurrent writers posting entries; operations per second and latency.
 //! - [`compare`]: Kungfu beside etcd, per workload and writer count, with ratios.
 //! - [`etcd`]: the etcd cluster of a comparison and its generated client.
+//! - [`instructions`]: the instructions one node executes per call, under callgrind (a regression
+//!   guard compared in review, not a timed test).
 //! - [`load`]: the closed loop every throughput bench drives: warm-up, window, what counts.
 //! - [`memory`]: the resident memory of a server process.
 //! - [`stats`]: percentiles and summaries.
@@ -18,6 +20,7 @@ mod cluster;
 mod compare;
 mod deadlines;
 mod etcd;
+mod instructions;
 mod load;
 mod memory;
 mod stats;
@@ -27,8 +30,9 @@ use crate::cli::{BenchCmd, BenchFiles};
 use crate::error::CliError;
 use crate::output;
 use serde_json::{Value, json};
+use std::ffi::OsString;
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Runs a benchmark until it ends or the process is interrupted.
@@ -49,6 +53,7 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
     let files: &BenchFiles = match &cmd {
         BenchCmd::Deadlines { cluster, .. } | BenchCmd::Write { cluster, .. } => &cluster.files,
         BenchCmd::Compare(args) => &args.files,
+        BenchCmd::Instructions(args) => &args.files,
     };
     if let BenchCmd::Write { shared_thread: true, writers, .. } = &cmd {
         if *writers > write::MAX_SHARED_WRITERS {
@@ -62,6 +67,10 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
         // The flags are checked before anything starts, so a typo costs no cluster.
         compare::check(args)?;
     }
+    if let BenchCmd::Instructions(_) = &cmd {
+        // Without valgrind there is nothing to count: say so before a node starts.
+        instructions::tools(std::env::var_os("PATH"))?;
+    }
     let binary = crate::dev::find_kungfud(files.kungfud.clone())?;
     let server = server_info(&binary);
     if server["build"] == "debug" {
@@ -73,6 +82,7 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
     }
     let (name, title, params, mut body, rows) = match cmd {
         BenchCmd::Compare(args) => return compare::run(args, binary, server, json).await,
+        BenchCmd::Instructions(args) => return instructions::run(args, binary, server, json).await,
         BenchCmd::Deadlines { cluster, count, window_secs, concurrency, kill_leader } => {
             let window_secs = window_secs.unwrap_or_else(|| deadlines::Params::default_window_secs(count));
             let p = deadlines::Params { count, window_secs, concurrency, kill_leader };
@@ -170,6 +180,11 @@ where
     }
     done.sort_by_key(|(i, _)| *i);
     Ok(done.into_iter().map(|(_, v)| v).collect())
+}
+
+/// The file `name` in the first directory of `path_var` (the value of `PATH`) that has one.
+fn on_path(name: &str, path_var: Option<OsString>) -> Option<PathBuf> {
+    path_var.iter().flat_map(std::env::split_paths).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// The total memory in `/proc/meminfo`'s text, in bytes.
