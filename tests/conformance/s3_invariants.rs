@@ -1530,7 +1530,14 @@ async fn the_times_of_concurrent_actions_follow_their_order(cx: Ctx) {
     let mut stamps: Vec<(u64, i64)> = futures::future::join_all(work).await.into_iter().flatten().collect();
     stamps.sort();
     for pair in stamps.windows(2) {
-        assert!(pair[0].1 < pair[1].1, "seq {} has time {}, seq {} has time {}", pair[0].0, pair[0].1, pair[1].0, pair[1].1);
+        assert!(
+            pair[0].1 < pair[1].1,
+            "seq {} has time {}, seq {} has time {}",
+            pair[0].0,
+            pair[0].1,
+            pair[1].0,
+            pair[1].1
+        );
     }
 }
 

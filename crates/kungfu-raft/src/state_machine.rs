@@ -310,10 +310,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let state = self.state.clone();
         let mut limits = self.limits()?;
         let applied_time = self.applied_time.clone();
-        let applied =
-            tokio::task::spawn_blocking(move || StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries))
-            .await
-            .map_err(io_err)??;
+        let applied = tokio::task::spawn_blocking(move || {
+            StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries)
+        })
+        .await
+        .map_err(io_err)??;
         // The feed and the responses go out only after the batch is committed.
         if let Some(last) = applied.last {
             self.feed.publish(FeedEvent::Applied { applied: last, commands: applied.commands.into() });

@@ -291,7 +291,8 @@ impl Backend {
         // again, in log order (`RaftNode::propose_stamped`, L5).
         let provisional = self.node.provisional_stamp();
         if crate::canary::armed("skip-dedup") {
-            let fresh = format!("canary-{}-{}", provisional.0, CANARY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            let fresh =
+                format!("canary-{}-{}", provisional.0, CANARY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             key = kungfu_types::IdempotencyKey::new(fresh).unwrap_or(key);
         }
         let cmd = Command::new(principal, keyed.action, Some(key), provisional);
@@ -373,7 +374,9 @@ impl Backend {
             .await?;
         let answers = match proposed.outcome(timeout).await? {
             (Response::Batch(each), _) if each.len() == n => each,
-            (other, _) => return Err(WriteError::Fatal(format!("a batch of {n} expiries was answered with {other:?}"))),
+            (other, _) => {
+                return Err(WriteError::Fatal(format!("a batch of {n} expiries was answered with {other:?}")));
+            }
         };
         let mut outcomes = Vec::with_capacity(answers.len());
         for answer in answers {
