@@ -165,9 +165,15 @@ impl StateRead for MemState {
 
 /// An overlay of pending writes over a base state. Reads see the pending writes, so later steps of
 /// one command observe its earlier steps.
+///
+/// The base must not change while the overlay lives (a snapshot, or the live state of the single
+/// writer that commits the overlay afterwards): point reads of the base are kept, so a record that
+/// several steps read (the agent, the thread, the counters) costs one read of the store per
+/// overlay, and one per batch of commands when a batch shares one overlay (issue #15).
 pub struct Tx<'a> {
     base: &'a dyn StateRead,
     writes: Changeset,
+    read: std::cell::RefCell<std::collections::HashMap<Key, Option<Record>>>,
 }
 
 impl std::fmt::Debug for Tx<'_> {
@@ -178,7 +184,7 @@ impl std::fmt::Debug for Tx<'_> {
 
 impl<'a> Tx<'a> {
     pub fn new(base: &'a dyn StateRead) -> Tx<'a> {
-        Tx { base, writes: BTreeMap::new() }
+        Tx { base, writes: BTreeMap::new(), read: Default::default() }
     }
 
     pub fn put(&mut self, key: Key, record: Record) {
@@ -200,10 +206,15 @@ impl<'a> Tx<'a> {
 
 impl StateRead for Tx<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
-        match self.writes.get(key) {
-            Some(v) => Ok(v.clone()),
-            None => self.base.get(key),
+        if let Some(v) = self.writes.get(key) {
+            return Ok(v.clone());
         }
+        if let Some(v) = self.read.borrow().get(key) {
+            return Ok(v.clone());
+        }
+        let v = self.base.get(key)?;
+        self.read.borrow_mut().insert(key.to_vec(), v.clone());
+        Ok(v)
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
@@ -350,4 +361,63 @@ pub fn obligation_object(state: &dyn StateRead, id: ObligationId) -> Result<Opti
             state.engagement(e)?.map(|e| ObjectRef::Task(e.task))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A base that counts its point reads.
+    struct Counted<'a> {
+        inner: &'a MemState,
+        gets: Cell<usize>,
+    }
+
+    impl StateRead for Counted<'_> {
+        fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+            self.gets.set(self.gets.get() + 1);
+            self.inner.get(key)
+        }
+        fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+            self.inner.scan(prefix, after, limit)
+        }
+        fn scan_rev(
+            &self,
+            prefix: &[u8],
+            before: Option<&[u8]>,
+            limit: usize,
+        ) -> Result<Vec<(Key, Record)>, StateError> {
+            self.inner.scan_rev(prefix, before, limit)
+        }
+    }
+
+    fn record(n: u64) -> Record {
+        Record::Ref(IndexRef::Agent(AgentId(n)))
+    }
+
+    #[test]
+    fn an_overlay_reads_each_base_key_once_and_its_own_writes_win() {
+        let mut base = MemState::new();
+        base.commit(&Changeset::from([(b"a".to_vec(), Some(record(1)))]));
+        let counted = Counted { inner: &base, gets: Cell::new(0) };
+        let mut tx = Tx::new(&counted);
+        for _ in 0..3 {
+            assert_eq!(tx.get(b"a").expect("read"), Some(record(1)));
+            assert_eq!(tx.get(b"missing").expect("read"), None);
+        }
+        assert_eq!(counted.gets.get(), 2, "one base read per key, hits and misses alike");
+        // A write after a read is what later reads see, and a delete hides the base.
+        tx.put(b"a".to_vec(), record(2));
+        tx.put(b"missing".to_vec(), record(3));
+        assert_eq!(tx.get(b"a").expect("read"), Some(record(2)));
+        assert_eq!(tx.get(b"missing").expect("read"), Some(record(3)));
+        tx.delete(b"a".to_vec());
+        assert_eq!(tx.get(b"a").expect("read"), None);
+        assert_eq!(counted.gets.get(), 2);
+        // An overlay over an overlay (a command inside a batch) reads through the outer one's writes.
+        let inner = Tx::new(&tx);
+        assert_eq!(inner.get(b"missing").expect("read"), Some(record(3)));
+        assert_eq!(inner.get(b"a").expect("read"), None);
+    }
 }

@@ -176,6 +176,7 @@ pub struct RaftNode {
     /// (see [`RaftNode::propose_stamped`]).
     clock: tokio::sync::Mutex<kungfu_types::Timestamp>,
     applied_time: crate::state_machine::AppliedTime,
+    applied_limits: crate::state_machine::AppliedLimits,
     rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -223,6 +224,7 @@ impl RaftNode {
             .map_err(|e| StartError::Raft(format!("cannot read the applied state: {e}")))?;
         let apply_gate = sm.gate().clone();
         let applied_time = sm.applied_time().clone();
+        let applied_limits = sm.applied_limits().clone();
         let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
         let rpc_timeouts = network.timeouts();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
@@ -268,6 +270,7 @@ impl RaftNode {
             feed,
             clock: tokio::sync::Mutex::new(kungfu_types::Timestamp::ZERO),
             applied_time,
+            applied_limits,
             server: handle,
             stop: Some(stop_tx),
         })
@@ -475,11 +478,8 @@ impl RaftNode {
 
     /// The limits replicated through the log, if any were (until then every replica applies the
     /// built-in defaults).
-    pub fn replicated_limits(&self) -> Result<Option<Limits>, kungfu_storage::Error> {
-        match self.state.get_meta(crate::state_machine::LIMITS)? {
-            Some(b) => Ok(Some(kungfu_storage::envelope::decode(&b, "limits")?)),
-            None => Ok(None),
-        }
+    pub fn replicated_limits(&self) -> Option<Arc<Limits>> {
+        self.applied_limits.get()
     }
 
     /// AppendEntries and votes this node sent that ran out of their deadline since it started

@@ -33,6 +33,31 @@ pub struct StateMachine {
     gate: ApplyGate,
     feed: Feed,
     applied_time: AppliedTime,
+    applied_limits: AppliedLimits,
+}
+
+/// The limits replicated through the log (None until a `SetLimits` entry applies), kept in memory
+/// beside [`LIMITS`] so that neither a batch's apply nor a pre-check or read reads them from the
+/// store (issue #15). Set after the batch that replicated them commits, and from the store when a
+/// snapshot replaces the state.
+#[derive(Clone, Debug, Default)]
+pub struct AppliedLimits(Arc<std::sync::RwLock<Option<Arc<Limits>>>>);
+
+impl AppliedLimits {
+    pub fn get(&self) -> Option<Arc<Limits>> {
+        match self.0.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, limits: Option<Limits>) {
+        let mut g = match self.0.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *g = limits.map(Arc::new);
+    }
 }
 
 /// The largest command time applied so far, kept in memory beside [`LAST_TS`] so that a leader
@@ -115,7 +140,22 @@ impl StateMachine {
     ) -> Result<StateMachine, io::Error> {
         let applied_time = AppliedTime::default();
         applied_time.set(read_meta(&state, LAST_TS)?.unwrap_or(kungfu_types::Timestamp::ZERO));
-        Ok(StateMachine { state, snapshots, default_limits, gate: ApplyGate::default(), feed, applied_time })
+        let applied_limits = AppliedLimits::default();
+        applied_limits.set(read_meta(&state, LIMITS)?);
+        Ok(StateMachine {
+            state,
+            snapshots,
+            default_limits,
+            gate: ApplyGate::default(),
+            feed,
+            applied_time,
+            applied_limits,
+        })
+    }
+
+    /// The limits replicated through the log, read without the store.
+    pub fn applied_limits(&self) -> &AppliedLimits {
+        &self.applied_limits
     }
 
     /// The largest command time this state machine has applied, read without the store.
@@ -133,8 +173,11 @@ impl StateMachine {
     }
 
     /// The limits in force: the replicated ones once set, else the defaults.
-    pub fn limits(&self) -> Result<Limits, io::Error> {
-        Ok(read_meta(&self.state, LIMITS)?.unwrap_or_else(|| self.default_limits.clone()))
+    pub fn limits(&self) -> Limits {
+        match self.applied_limits.get() {
+            Some(l) => (*l).clone(),
+            None => self.default_limits.clone(),
+        }
     }
 
     /// Applies a batch of committed entries and commits them atomically. Returns one response per
@@ -202,7 +245,7 @@ impl StateMachine {
         if let Some(ts) = raised {
             applied_time.raise(ts);
         }
-        Ok(Applied { responses, commands, last: last_applied.map(|l| l.index) })
+        Ok(Applied { responses, commands, last: last_applied.map(|l| l.index), limits: new_limits })
     }
 }
 
@@ -212,6 +255,8 @@ struct Applied {
     responses: Vec<Response>,
     commands: Vec<AppliedCommand>,
     last: Option<u64>,
+    /// Limits a `SetLimits` entry of the batch replicated (the last one).
+    limits: Option<Limits>,
 }
 
 /// Applies one command into the batch's overlay and notes what it recorded for the feed.
@@ -308,13 +353,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
         let (entries, responders): (Vec<Entry>, Vec<_>) = batch.into_iter().unzip();
         let state = self.state.clone();
-        let mut limits = self.limits()?;
+        let mut limits = self.limits();
         let applied_time = self.applied_time.clone();
         let applied = tokio::task::spawn_blocking(move || {
             StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries)
         })
         .await
         .map_err(io_err)??;
+        if let Some(l) = applied.limits {
+            self.applied_limits.set(Some(l));
+        }
         // The feed and the responses go out only after the batch is committed.
         if let Some(last) = applied.last {
             self.feed.publish(FeedEvent::Applied { applied: last, commands: applied.commands.into() });
@@ -337,28 +385,34 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let meta = meta.clone();
         let meta_index = meta.last_log_id.as_ref().map(|l| l.index);
         let applied_time = self.applied_time.clone();
-        let installed_time = tokio::task::spawn_blocking(move || -> Result<kungfu_types::Timestamp, io::Error> {
-            let name = snapshot_name(&meta);
-            // A snapshot received from another node is kept as this node's current snapshot.
-            let local = if snapshot.path.parent() == Some(snapshots.dir()) && snapshot.name == name {
-                snapshot
-            } else {
-                snapshots.adopt(&snapshot, &name, &envelope::encode(&meta)).map_err(io::Error::from)?
-            };
-            snapshots.install(&local, &state).map_err(io::Error::from)?;
-            // The installed state must be the one the meta describes.
-            let applied: Option<LogId> = read_meta(&state, LAST_APPLIED)?;
-            if applied != meta.last_log_id {
-                return Err(io::Error::other(format!(
-                    "installed snapshot holds last applied {applied:?}, its meta says {:?}",
-                    meta.last_log_id
-                )));
-            }
-            Ok(read_meta::<kungfu_types::Timestamp>(&state, LAST_TS)?.unwrap_or(kungfu_types::Timestamp::ZERO))
-        })
-        .await
-        .map_err(io_err)??;
+        let applied_limits = self.applied_limits.clone();
+        type Installed = (kungfu_types::Timestamp, Option<Limits>);
+        let (installed_time, installed_limits) =
+            tokio::task::spawn_blocking(move || -> Result<Installed, io::Error> {
+                let name = snapshot_name(&meta);
+                // A snapshot received from another node is kept as this node's current snapshot.
+                let local = if snapshot.path.parent() == Some(snapshots.dir()) && snapshot.name == name {
+                    snapshot
+                } else {
+                    snapshots.adopt(&snapshot, &name, &envelope::encode(&meta)).map_err(io::Error::from)?
+                };
+                snapshots.install(&local, &state).map_err(io::Error::from)?;
+                // The installed state must be the one the meta describes.
+                let applied: Option<LogId> = read_meta(&state, LAST_APPLIED)?;
+                if applied != meta.last_log_id {
+                    return Err(io::Error::other(format!(
+                        "installed snapshot holds last applied {applied:?}, its meta says {:?}",
+                        meta.last_log_id
+                    )));
+                }
+                let time =
+                    read_meta::<kungfu_types::Timestamp>(&state, LAST_TS)?.unwrap_or(kungfu_types::Timestamp::ZERO);
+                Ok((time, read_meta(&state, LIMITS)?))
+            })
+            .await
+            .map_err(io_err)??;
         applied_time.set(installed_time);
+        applied_limits.set(installed_limits);
         self.feed.publish(FeedEvent::Replaced { applied: meta_index });
         Ok(())
     }

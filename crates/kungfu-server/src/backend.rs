@@ -13,6 +13,9 @@ use kungfu_types::{AgentId, Code, Rejection, Timestamp};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How many agent keys a node keeps in memory ([`Backend::identify`]).
+const AGENT_KEYS_CACHED: usize = 65_536;
+
 /// Makes each idempotency key the `skip-dedup` canary invents unique.
 static CANARY_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -20,8 +23,12 @@ static CANARY_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 pub struct Backend {
     pub node: Arc<RaftNode>,
     pub config: Arc<Config>,
-    /// The last time this node stamped, so stamps strictly increase (DESIGN §3).
+    /// The per-agent and per-address rate limits of this node.
     pub rate: crate::ratelimit::RateLimits,
+    /// Agent keys this node has seen, by hash: a key names one agent for good (no action changes or
+    /// removes `agent_by_key`), so an authenticated call reads the store only for a key it has not
+    /// met yet (issue #15). Bounded; account state is still checked by every action (§4).
+    agent_keys: quick_cache::sync::Cache<kungfu_types::SecretHash, AgentId>,
     /// The actors of live Threads and Tasks (DESIGN §3).
     pub actors: Arc<crate::actors::Actors>,
     /// Whether a deadline scheduler runs for this node, and the term whose deadlines it has armed:
@@ -94,7 +101,8 @@ impl Backend {
                 None
             }
         };
-        Backend { node, config, rate, actors, timers, door_token }
+        let agent_keys = quick_cache::sync::Cache::new(AGENT_KEYS_CACHED);
+        Backend { node, config, rate, agent_keys, actors, timers, door_token }
     }
 
     /// The answer to a call that reached a node that does not lead: nothing happened. It names
@@ -169,21 +177,26 @@ impl Backend {
             ));
         };
         let hash = kungfu_core::secret::hash_secret(key.trim());
+        let lookup = || -> Result<Option<AgentId>, Rejection> {
+            if let Some(agent) = self.agent_keys.get(&hash) {
+                return Ok(Some(agent));
+            }
+            // One point read of the latest state: no snapshot to take.
+            let found =
+                self.node.state.live().agent_by_key(&hash).map_err(|e| status(Code::Unavailable, e.to_string()))?;
+            if let Some(agent) = found {
+                self.agent_keys.insert(hash, agent);
+            }
+            Ok(found)
+        };
         if c.consistency == Consistency::Stale {
             // A stale read is served by any node from what it has applied.
-            let found = self
-                .node
-                .state
-                .read(|s| s.agent_by_key(&hash))
-                .map_err(|e| status(Code::Unavailable, e.to_string()))?;
-            return found
+            return lookup()?
                 .ok_or_else(|| status(Code::Unauthenticated, "unknown agent key (on this node, for a stale read)"));
         }
         if !self.node.is_leader() {
             return Err(self.not_leader());
         }
-        let lookup =
-            || self.node.state.read(|s| s.agent_by_key(&hash)).map_err(|e| status(Code::Unavailable, e.to_string()));
         if let Some(agent) = lookup()? {
             return Ok(agent);
         }
@@ -296,14 +309,12 @@ impl Backend {
             key = kungfu_types::IdempotencyKey::new(fresh).unwrap_or(key);
         }
         let cmd = Command::new(principal, keyed.action, Some(key), provisional);
-        let object = self
-            .node
-            .state
-            .read(|s| kungfu_core::actor_object(s, &cmd.action))
+        // A routing decision (apply decides again): the latest state, with no snapshot to take.
+        let object = kungfu_core::actor_object(&self.node.state.live(), &cmd.action)
             .map_err(|e| status(Code::Unavailable, e.to_string()))?;
         // One span per action, with the agent, the action, its object and (once committed) its
-        // log index as fields.
-        let span = tracing::info_span!(
+        // log index as fields; at DEBUG, so a node at its default level pays nothing for it.
+        let span = tracing::debug_span!(
             "action",
             principal = ?cmd.principal,
             kind = cmd.action.kind().as_str(),
@@ -334,7 +345,7 @@ impl Backend {
         if !self.node.leads_caught_up() {
             return None;
         }
-        let limits = self.limits().ok()?;
+        let limits = self.limits();
         let started = std::time::Instant::now();
         let applied = self.node.state.read(|s| kungfu_core::apply(s, cmd, &limits)).ok()?;
         let kind = cmd.action.kind().as_str();
@@ -467,7 +478,7 @@ impl Backend {
             Err(WriteError::NotLeader { leader }) => return Err(self.not_leader_hinted(leader)),
             Err(e) => return Err(status(Code::Unavailable, e.to_string())),
         }
-        let limits = self.limits()?;
+        let limits = self.limits();
         let now = Timestamp(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -492,7 +503,7 @@ impl Backend {
         let m = self.node.metrics();
         let applied = m.last_applied.as_ref().map(|l| l.index).unwrap_or(0);
         let committed = m.cluster_committed.as_ref().map(|l| l.index).unwrap_or(applied);
-        let limits = self.limits()?;
+        let limits = self.limits();
         let now = Timestamp(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -503,12 +514,9 @@ impl Backend {
         Ok(Read { value, stale: Some((applied, committed.saturating_sub(applied))) })
     }
 
-    fn limits(&self) -> Result<Limits, Rejection> {
+    fn limits(&self) -> Arc<Limits> {
         // Until limits are replicated, every replica applies the built-in defaults.
-        self.node
-            .replicated_limits()
-            .map(Option::unwrap_or_default)
-            .map_err(|e| status(Code::Unavailable, e.to_string()))
+        self.node.replicated_limits().unwrap_or_default()
     }
 }
 
