@@ -331,3 +331,50 @@ async fn sigterm_stops_a_node_even_while_a_client_keeps_its_connection_open() {
     println!("stopped in {:?}", started.elapsed());
     drop((agent, sdk, registered, probe));
 }
+
+/// Reflection answers in both revisions (issue #16): `grpc.reflection.v1` (grpcurl, grpcui) and
+/// `grpc.reflection.v1alpha` (Python's grpcio-reflection, older grpcurl), each listing the API's
+/// services and health.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_lists_the_services_in_both_revisions() {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let cluster = Cluster::start(1, "");
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    register_when_serving(&anon, "reflect", || cluster.logs()).await;
+    let expected = ["kungfu.v1.ThreadService", "kungfu.v1.TurnService", "grpc.health.v1.Health"];
+
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(String::new())),
+    };
+    let mut client = v1::server_reflection_client::ServerReflectionClient::new(anon.channel.clone());
+    let mut answers =
+        client.server_reflection_info(tokio_stream::iter([request])).await.expect("v1 reflection").into_inner();
+    let answer = answers.message().await.expect("a v1 answer").expect("one answer");
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) = answer.message_response
+    else {
+        panic!("v1 answered something else: {answer:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for name in expected {
+        assert!(names.iter().any(|n| n == name), "v1 does not list {name}: {names:?}");
+    }
+
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1alpha::server_reflection_request::MessageRequest::ListServices(String::new())),
+    };
+    let mut client = v1alpha::server_reflection_client::ServerReflectionClient::new(anon.channel.clone());
+    let mut answers =
+        client.server_reflection_info(tokio_stream::iter([request])).await.expect("v1alpha reflection").into_inner();
+    let answer = answers.message().await.expect("a v1alpha answer").expect("one answer");
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answer.message_response
+    else {
+        panic!("v1alpha answered something else: {answer:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for name in expected {
+        assert!(names.iter().any(|n| n == name), "v1alpha does not list {name}: {names:?}");
+    }
+}

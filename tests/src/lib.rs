@@ -22,9 +22,30 @@ pub fn kungfud() -> PathBuf {
     bin
 }
 
-/// A free TCP port on loopback (the OS picks it; we release it for the process to bind).
+/// Ports [`free_port`] hands out: below the kernel's ephemeral range (32768–60999 on Linux), so
+/// the outgoing connections of every test running beside this one, which take their local ports
+/// from that range, cannot take a port between its release here and the node's bind (that race
+/// once failed a cluster start with "Address already in use").
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A free TCP port on loopback for a node to bind: checked free here, then released.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
+    // Each test process starts at its own place in the range (its pid and the time), so parallel
+    // test processes rarely try the same ports.
+    let seed = u64::from(std::process::id()).wrapping_mul(7919)
+        ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0)
+            as u64;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = TEST_PORTS.start + (seed.wrapping_add(n.wrapping_mul(97)) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {TEST_PORTS:?} on 127.0.0.1");
 }
 
 /// One node process and everything needed to restart it.

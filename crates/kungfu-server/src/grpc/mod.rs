@@ -119,16 +119,22 @@ pub async fn serve(
     // Named apart so a client can ask a node whether it speaks the coordination layer before it
     // sends one of its actions (COORDINATION R4: use them only once every node is upgraded).
     health.set_serving::<pb::coord_service_server::CoordServiceServer<api::Api>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // Reflection in both revisions: grpcurl and grpcui speak v1, Python's grpcio-reflection and
+    // older grpcurl builds only v1alpha (issue #16).
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let reflection = reflection().build_v1()?;
     let served = tonic::transport::Server::builder()
         .layer(client_addr::ClientAddrLayer { b: b.clone() })
         .layer(forward::ForwardLayer::new(b.clone()))
         .layer(oversize::OversizeLayer { max_message_bytes: max })
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(
             pb::agent_service_server::AgentServiceServer::new(api.clone())
                 .max_decoding_message_size(max)
