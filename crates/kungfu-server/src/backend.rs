@@ -325,7 +325,15 @@ impl Backend {
         let run = async {
             match object {
                 Some(object) => self.actors.dispatch(self, object, cmd).await,
-                None => self.submit_command(cmd).await,
+                // An action on no one object (a new Memory or thread, a join whose grant names no
+                // thread, a registration) is pre-checked here, as an actor pre-checks its own: a
+                // definite refusal or a replay costs no log write (DESIGN §3, issue #16). Its
+                // state is what every acknowledged action left (the leader has caught up), so a
+                // refusal decided from it is a legal serial order (L5).
+                None => match self.precheck(&cmd) {
+                    Some(answer) => answer,
+                    None => self.submit_command(cmd).await,
+                },
             }
         };
         tracing::Instrument::instrument(run, span).await

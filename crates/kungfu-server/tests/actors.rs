@@ -7,7 +7,7 @@ mod common;
 
 use common::post;
 use kungfu_api::KeyedAction;
-use kungfu_core::{Action, ActionResult, NewAssignment, Principal};
+use kungfu_core::{Action, ActionResult, Limits, NewAssignment, Principal};
 use kungfu_raft::{NodeConfig, RaftNode};
 use kungfu_server::Config;
 use kungfu_server::backend::Backend;
@@ -211,4 +211,43 @@ async fn one_object_keeps_several_actions_in_flight_and_each_is_decided_at_apply
     }
     let r = refused.await.expect("join").expect_err("a non-member cannot post");
     assert_eq!(Some(r.code.as_str()), Some("NOT_FOUND"), "{r}");
+}
+
+/// Issue #16, deliverable 5: a refusal the pre-check can decide never reaches the log, whether the
+/// action goes through an object's actor or acts on no one object: an oversize Memory create, a
+/// post by a non-member, a join with a secret that names no grant. The applied index stays put
+/// (and moves by one for an accepted action, so the reading would see a log write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_the_precheck_can_decide_cost_no_log_write() {
+    let f = fixture(100, 60_000).await;
+    let (lead, worker, outsider) = (f.agent().await, f.agent().await, f.agent().await);
+    let thread = f.thread_with(lead, worker).await;
+    let applied = |f: &Fixture| f.b.node.digest().expect("digest").1;
+    let before = applied(&f);
+    let refused = |r: Result<kungfu_server::backend::Written, kungfu_types::Rejection>| {
+        r.expect_err("refused").code.as_str().to_string()
+    };
+    // Too large a Memory: no object, refused by the pre-check in `submit`.
+    let oversize = Content::from("x".repeat(Limits::default().max_content_bytes + 1));
+    let r =
+        f.b.submit(
+            Principal::Agent(lead),
+            KeyedAction { key: f.key(), action: Action::CreateMemory { content: oversize } },
+        )
+        .await;
+    assert_eq!(refused(r), "LIMIT_EXCEEDED");
+    // A post by an agent who is not a member (the thread is not visible to it, §9): the thread's
+    // actor pre-checks it.
+    let r =
+        f.b.submit(Principal::Agent(outsider), KeyedAction { key: f.key(), action: common::post(thread, None) }).await;
+    assert_eq!(refused(r), "NOT_FOUND");
+    // A join whose secret names no grant: no object either.
+    let grant_hash = kungfu_core::secret::hash_secret("kf_gr_no_such_grant");
+    let r =
+        f.b.submit(Principal::Agent(outsider), KeyedAction { key: f.key(), action: Action::Join { grant_hash } }).await;
+    assert!(!refused(r).is_empty());
+    assert_eq!(applied(&f), before, "a refusal reached the log");
+    // An accepted action on no object moves the index by one.
+    f.ok(Principal::Agent(lead), Action::CreateMemory { content: Content::from("fits") }).await;
+    assert_eq!(applied(&f).map(|i| i - 1), before, "an accepted create reached the log once");
 }
