@@ -41,10 +41,19 @@ pub const LAG_ENTRIES: &str = "kungfu-lag-entries";
 /// How long an operator call may wait for its outcome when the caller sent no deadline.
 pub const DEFAULT_CALL_BUDGET: Duration = Duration::from_secs(60);
 
+/// The credential of an `authorization` value whose scheme is `Bearer`, in any case (the scheme is
+/// case-insensitive: RFC 7235 §2.1, RFC 6750 §2.1), after the spaces that follow the scheme;
+/// untrimmed at its end. None for another scheme or no credential.
+fn bearer_credential(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let credential = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !credential.is_empty()).then_some(credential)
+}
+
 /// The transport facts of a request, in domain terms.
 pub fn credentials<T>(req: &tonic::Request<T>) -> Credentials {
     let meta = |name: &str| req.metadata().get(name).and_then(|v| v.to_str().ok());
-    let bearer = meta("authorization").and_then(|h| h.strip_prefix("Bearer ")).map(str::to_string);
+    let bearer = meta("authorization").and_then(bearer_credential).map(str::to_string);
     let consistency = if meta(CONSISTENCY) == Some("stale") { Consistency::Stale } else { Consistency::Linearizable };
     // The address the client-address layer settled on (the MCP door's or a forwarding follower's
     // client, when vouched for), else the connection's own.
@@ -210,5 +219,14 @@ mod tests {
         assert_eq!(c.consistency, Consistency::Stale);
         req.metadata_mut().insert("authorization", "Basic x".parse().expect("ascii"));
         assert_eq!(credentials(&req).bearer, None, "only a bearer credential");
+        // The scheme in any case (issue #16: `bearer <key>` in lower case was refused).
+        for value in ["bearer kf_ag_y", "BEARER kf_ag_y", "Bearer  kf_ag_y"] {
+            req.metadata_mut().insert("authorization", value.parse().expect("ascii"));
+            assert_eq!(credentials(&req).bearer.as_deref(), Some("kf_ag_y"), "{value}");
+        }
+        for value in ["Bearer", "Bearer ", "Bearerkf_ag_y"] {
+            req.metadata_mut().insert("authorization", value.parse().expect("ascii"));
+            assert_eq!(credentials(&req).bearer, None, "{value}");
+        }
     }
 }
