@@ -13,13 +13,27 @@ pub fn hash_secret(secret: &str) -> SecretHash {
 }
 
 /// A label that identifies a secret to people without revealing it: its first 6 and last 4
-/// characters.
+/// characters, joined by `...`. ASCII, so a client can send it in a gRPC header (issue #16: it
+/// used to be joined by `…`; fingerprints recorded before keep theirs).
 pub fn fingerprint(secret: &str) -> Fingerprint {
     let chars: Vec<char> = secret.chars().collect();
     if chars.len() <= 12 {
-        return Fingerprint("…".to_string());
+        return Fingerprint("...".to_string());
     }
     let head: String = chars[..6].iter().collect();
     let tail: String = chars[chars.len() - 4..].iter().collect();
-    Fingerprint(format!("{head}…{tail}"))
+    Fingerprint(format!("{head}...{tail}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fingerprint_is_ascii_and_shows_only_both_ends() {
+        let fp = fingerprint("kf_ag_0123456789abcdef");
+        assert_eq!(fp.0, "kf_ag_...cdef");
+        assert!(fp.0.is_ascii());
+        assert_eq!(fingerprint("short").0, "...", "a short secret shows nothing of itself");
+    }
 }
