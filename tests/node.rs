@@ -378,3 +378,28 @@ async fn reflection_lists_the_services_in_both_revisions() {
         assert!(names.iter().any(|n| n == name), "v1alpha does not list {name}: {names:?}");
     }
 }
+
+/// A body that is not the method's message (field 1 a number where `PostRequest` has the
+/// idempotency key, a string) is the caller's fault: INVALID_ARGUMENT naming `request` and the
+/// method, with our error details; tonic alone answers INTERNAL (issue #16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_request_body_is_invalid_argument_naming_the_method() {
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct WrongShape {
+        #[prost(uint64, tag = "1")]
+        n: u64,
+    }
+    let cluster = Cluster::start(1, "");
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    register_when_serving(&anon, "undecodable", || cluster.logs()).await;
+    let mut grpc = tonic::client::Grpc::new(anon.channel.clone());
+    grpc.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<WrongShape, pb::PostResponse>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/kungfu.v1.ThreadService/Post");
+    let status =
+        grpc.unary(tonic::Request::new(WrongShape { n: 7 }), path, codec).await.expect_err("not a PostRequest");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    let r = kungfu_api::status_rejection(&status).expect("our error details");
+    assert_eq!(r.field.as_deref(), Some("request"));
+    assert!(r.message.contains("kungfu.v1.ThreadService/Post"), "{r:?}");
+}
