@@ -1069,3 +1069,27 @@ fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
         None => CliError::other(format!("the stream failed: {s}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kungfu_client::TransportKind;
+
+    #[test]
+    fn a_retry_line_says_what_it_waits_for_with_the_attempt_and_time() {
+        let mut r = Retrying {
+            attempt: 3,
+            elapsed: Duration::from_millis(2140),
+            wait: Duration::from_millis(200),
+            cause: RetryCause::NoLeader,
+            last: "127.0.0.1:7411: NOT_LEADER: knows no leader yet".into(),
+        };
+        assert_eq!(retry_line(&r), "waiting for a leader… (attempt 3, 2.1 s)");
+        r.cause = RetryCause::Transport(TransportKind::NothingListening);
+        r.last = "nothing listening at 127.0.0.1:7411 (connection refused)".into();
+        assert_eq!(
+            retry_line(&r),
+            "nothing listening at 127.0.0.1:7411 (connection refused); retrying… (attempt 3, 2.1 s)"
+        );
+    }
+}
