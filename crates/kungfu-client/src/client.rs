@@ -9,16 +9,18 @@
 //!
 //! An attempt that reaches no Kungfu API (the connection is refused, none is made within the
 //! connect timeout, or the peer answers gRPC but not the Kungfu API, as a raft port does) sent
-//! nothing to a node, so it is definite. Such failures have a budget of their own
-//! ([`ClientOptions::connect_retries`] rounds over the endpoints, a round tried without waiting),
-//! so a wrong endpoint fails in a fraction of a second instead of running out every retry.
+//! nothing to a node, so it is definite. At an endpoint where no Kungfu node ever answered this
+//! client, such failures have a budget of their own ([`ClientOptions::connect_retries`] rounds
+//! over the endpoints, a round tried without waiting), so a wrong endpoint fails in a fraction of a
+//! second instead of running out every retry; a node that answered before and now refuses is
+//! restarting, and is waited for with the full retries.
 
 use crate::error::{Error, Transport, TransportKind};
 use kungfu_types::{Code, Rejection};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
@@ -68,7 +70,8 @@ pub struct ClientOptions {
     pub max_retries: u32,
     /// How many more rounds over the endpoints a call makes while none of them takes it (refused,
     /// no connection in time, not the Kungfu API), within `max_retries`. The endpoints of a round
-    /// are tried without waiting, the rounds with the backoff between them.
+    /// are tried without waiting, the rounds with the backoff between them. An endpoint where a
+    /// Kungfu node answered this client before is not counted: it is restarting, and waited for.
     pub connect_retries: u32,
     /// The waits between attempts.
     pub backoff: Backoff,
@@ -162,6 +165,10 @@ pub fn new_idempotency_key() -> Result<String, Error> {
 struct Node {
     authority: String,
     channel: Channel,
+    /// Whether a Kungfu node ever answered here, over the life of the client (shared by clones).
+    /// One that did and now refuses is restarting or failing over: it gets the full retries, not
+    /// the short budget of an address that never answered.
+    reached: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -326,7 +333,7 @@ fn channel(addr: &str, options: &ClientOptions) -> Result<Node, Error> {
     let uri = if addr.trim().starts_with("https://") { format!("https://{host}") } else { format!("http://{host}") };
     let endpoint = Endpoint::from_shared(uri).map_err(|e| invalid(e.to_string()))?;
     let channel = endpoint.connect_timeout(options.connect_timeout).timeout(options.call_timeout).connect_lazy();
-    Ok(Node { authority: host, channel })
+    Ok(Node { authority: host, channel, reached: Arc::new(AtomicBool::new(false)) })
 }
 
 impl Client {
@@ -472,6 +479,7 @@ impl Client {
             let request = self.request(msg.clone(), call)?;
             let outcome = match tokio::time::timeout(options.call_timeout, rpc(node.channel.clone(), request)).await {
                 Ok(Ok(response)) => {
+                    node.reached.store(true, Ordering::Relaxed);
                     self.set_preferred(target);
                     return Ok(response.into_inner());
                 }
@@ -487,6 +495,9 @@ impl Client {
                 Outcome::Elsewhere(..) | Outcome::RateLimited(_) | Outcome::Indeterminate(RetryCause::Unknown, _)
             );
             *answered.entry(node.authority.clone()).or_insert(false) |= node_answered;
+            if node_answered {
+                node.reached.store(true, Ordering::Relaxed);
+            }
             if !matches!(outcome, Outcome::Unreached(..)) {
                 unreached_streak = 0;
             }
@@ -521,16 +532,22 @@ impl Client {
                     unreached_at.insert(node.authority.clone(), (kind, text.clone()));
                     last = text;
                     last_kind = kind;
-                    unreached_streak += 1;
                     target += 1;
-                    if unreached_streak >= count * (options.connect_retries as usize + 1) {
-                        gave_up = true;
-                        break;
+                    if node.reached.load(Ordering::Relaxed) {
+                        // A node this client talked to: it is restarting, wait for it as before.
+                        unreached_streak = 0;
+                        (delay, RetryCause::Transport(kind))
+                    } else {
+                        unreached_streak += 1;
+                        if unreached_streak >= count * (options.connect_retries as usize + 1) {
+                            gave_up = true;
+                            break;
+                        }
+                        // The other endpoints of a round are asked at once; a round that reached
+                        // nothing waits before the next.
+                        let wait = if unreached_streak % count == 0 { delay } else { Duration::ZERO };
+                        (wait, RetryCause::Transport(kind))
                     }
-                    // The other endpoints of a round are asked at once; a round that reached
-                    // nothing waits before the next.
-                    let wait = if unreached_streak % count == 0 { delay } else { Duration::ZERO };
-                    (wait, RetryCause::Transport(kind))
                 }
                 Outcome::Indeterminate(cause, text) => {
                     uncertain = true;
@@ -655,6 +672,22 @@ mod tests {
             Error::Rejected(r) => assert!(r.message.starts_with("no quorum or no leader: 2 of 3"), "{}", r.message),
             other => panic!("a refused connection sent nothing, so the write had no effect: {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_node_that_answered_before_and_now_refuses_is_waited_for_with_every_retry() {
+        let client = Client::connect(vec!["127.0.0.1:1".to_string()], None, quick()).await.expect("valid endpoint");
+        let attempts = AtomicU32::new(0);
+        let rpc = |_channel, _request: tonic::Request<()>| {
+            let n = attempts.fetch_add(1, Ordering::Relaxed);
+            async move { if n == 0 { Ok(tonic::Response::new(())) } else { Err(refused()) } }
+        };
+        client.invoke(Call::Read, (), &rpc).await.expect("the first call is answered");
+        let err = client.invoke(Call::Read, (), &rpc).await.expect_err("then the node is down");
+        let Error::Transport(t) = err else { panic!("expected a transport error, got {err:?}") };
+        assert_eq!(t.kind, TransportKind::NothingListening);
+        // A restart, not a wrong address: the whole budget, not the short one of connect_retries.
+        assert_eq!(client.retries(), u64::from(quick().max_retries));
     }
 
     #[test]
