@@ -545,7 +545,7 @@ impl Client {
                         }
                         // The other endpoints of a round are asked at once; a round that reached
                         // nothing waits before the next.
-                        let wait = if unreached_streak % count == 0 { delay } else { Duration::ZERO };
+                        let wait = if unreached_streak.is_multiple_of(count) { delay } else { Duration::ZERO };
                         (wait, RetryCause::Transport(kind))
                     }
                 }
@@ -642,7 +642,7 @@ mod tests {
             .invoke(call, (), |_channel, _request: tonic::Request<()>| {
                 let n = attempts.fetch_add(1, Ordering::Relaxed);
                 async move {
-                    let status = if n % 3 == 0 { refused() } else { no_leader() };
+                    let status = if n.is_multiple_of(3) { refused() } else { no_leader() };
                     Err::<tonic::Response<()>, _>(status)
                 }
             })
