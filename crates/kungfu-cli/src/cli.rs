@@ -1,6 +1,19 @@
 //! The command line grammar: global flags and every subcommand, as clap derive types.
 
 use clap::{Args, Parser, Subcommand};
+use std::time::Duration;
+
+/// The longest `--connect-timeout`: an hour.
+const MAX_CONNECT_TIMEOUT_SECS: f64 = 3600.0;
+
+/// A positive number of seconds, at most [`MAX_CONNECT_TIMEOUT_SECS`].
+fn seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("not a number of seconds: {s}"))?;
+    if !(secs > 0.0 && secs <= MAX_CONNECT_TIMEOUT_SECS) {
+        return Err(format!("must be more than 0 and at most {MAX_CONNECT_TIMEOUT_SECS} seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
 
 /// The `kungfu` command line: every agent action and read of a Kungfu cluster, and the operator
 /// calls.
@@ -31,6 +44,10 @@ pub struct Cli {
     /// How many times a call is retried after a failed attempt (same idempotency key).
     #[arg(long, global = true, default_value_t = 12)]
     pub retries: u32,
+    /// How long connecting to a node may take before the attempt fails, in seconds (fractions
+    /// allowed). An address where nothing listens fails at once, after a few quick retries.
+    #[arg(long, global = true, value_name = "SECS", default_value = "2", value_parser = seconds)]
+    pub connect_timeout: Duration,
     #[command(subcommand)]
     pub command: Command,
 }

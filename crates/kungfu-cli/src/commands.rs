@@ -6,7 +6,7 @@ use crate::contract;
 use crate::error::CliError;
 use crate::output::{self, content_text, instant, pairs, table, to_json};
 use crate::profile::{self, Profile};
-use kungfu_client::{Client, ClientOptions, Post, Written, pb};
+use kungfu_client::{Client, ClientOptions, Post, RetryCause, RetryHook, Retrying, Written, pb};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::time::Duration;
@@ -23,6 +23,9 @@ pub(crate) struct Ctx {
     pub(crate) json: bool,
     key: Option<String>,
     options: ClientOptions,
+    /// Whether the key sent came from the profile (an agent key) rather than `--key` or
+    /// `KUNGFU_KEY`.
+    key_from_profile: bool,
 }
 
 impl Ctx {
@@ -59,14 +62,18 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     let profiles = profile::load()?;
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
     let endpoints = endpoints(&cli, &saved);
-    let key = cli.key.clone().filter(|k| !k.is_empty()).or_else(|| saved.agent_key.clone());
+    let given = cli.key.clone().filter(|k| !k.is_empty());
+    let key_from_profile = given.is_none() && saved.agent_key.is_some();
+    let key = given.or_else(|| saved.agent_key.clone());
     let options = ClientOptions {
         call_timeout: Duration::from_secs(cli.timeout_secs.max(1)),
+        connect_timeout: cli.connect_timeout,
         max_retries: cli.retries,
+        on_retry: retry_progress(cli.json),
         ..ClientOptions::default()
     };
     let client = Client::connect(endpoints.clone(), key, options.clone()).await?;
-    let ctx = Ctx { client, json: cli.json, key: cli.idempotency_key.clone(), options };
+    let ctx = Ctx { client, json: cli.json, key: cli.idempotency_key.clone(), options, key_from_profile };
     match cli.command {
         Command::Register { no_save } => register(&ctx, &cli.profile, endpoints, no_save).await,
         Command::Turn => turn(&ctx).await,
@@ -92,6 +99,27 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Watch(c) => watch(&ctx, c).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
     }
+}
+
+/// A line on stderr before each retry of the SDK, shown only to a person (not with `--json`, not
+/// when stderr is not a terminal), so a call that waits for a leader is not silent.
+fn retry_progress(json: bool) -> Option<RetryHook> {
+    use std::io::IsTerminal;
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    Some(RetryHook::new(|r| eprintln!("{}", retry_line(r))))
+}
+
+/// `waiting for a leader… (attempt 3, 2.1 s)`.
+pub(crate) fn retry_line(r: &Retrying) -> String {
+    let what = match r.cause {
+        RetryCause::NoLeader => "waiting for a leader…".to_string(),
+        RetryCause::RateLimited => "rate limited, waiting…".to_string(),
+        RetryCause::Unknown => "the outcome is unknown, retrying with the same idempotency key…".to_string(),
+        RetryCause::Transport(_) => format!("{}; retrying…", r.last),
+    };
+    format!("{what} (attempt {}, {:.1} s)", r.attempt, r.elapsed.as_secs_f64())
 }
 
 /// The endpoints of a command: `--endpoint` (or `KUNGFU_ENDPOINTS`), else the profile's, else
@@ -773,7 +801,9 @@ fn raft_role(r: i32) -> String {
 fn operator(ctx: &Ctx) -> Result<&Client, CliError> {
     match ctx.client.key() {
         Some(_) => Ok(&ctx.client),
-        None => Err(CliError::usage("cluster commands need the operator token: pass --key or set KUNGFU_KEY")),
+        None => Err(CliError::usage(
+            "cluster commands need the operator token (the node's operator_token setting): pass it with --key or set KUNGFU_KEY",
+        )),
     }
 }
 
@@ -807,6 +837,29 @@ async fn cluster(ctx: &Ctx, cmd: ClusterCmd, endpoints: &[String]) -> Result<(),
         return restore(ctx, from, config, kungfud).await;
     }
     let c = operator(ctx)?;
+    cluster_call(ctx, c, cmd, endpoints).await.map_err(|e| operator_refused(ctx, e))
+}
+
+/// The server answers `UNAUTHENTICATED` "operator token required" to a missing and to a wrong
+/// token alike; the command line knows a token was sent, and where it came from.
+fn operator_refused(ctx: &Ctx, mut e: CliError) -> CliError {
+    if e.code != kungfu_client::Code::Unauthenticated.as_str() {
+        return e;
+    }
+    e.message = if ctx.key_from_profile {
+        "the operator token was refused: the key sent is the profile's agent key; pass the token from the \
+         node's operator_token setting with --key or KUNGFU_KEY"
+            .to_string()
+    } else {
+        "the operator token was refused (wrong token?): pass the token from the node's operator_token setting \
+         with --key or KUNGFU_KEY"
+            .to_string()
+    };
+    e.next = kungfu_client::NextStep::Revise.as_str().to_string();
+    e
+}
+
+async fn cluster_call(ctx: &Ctx, c: &Client, cmd: ClusterCmd, endpoints: &[String]) -> Result<(), CliError> {
     let answer = |v: Value| {
         if ctx.json {
             output::print_json(&v);
@@ -1014,5 +1067,29 @@ fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
     match kungfu_client::status_rejection(&s) {
         Some(r) => CliError::from(kungfu_client::Error::Rejected(r)),
         None => CliError::other(format!("the stream failed: {s}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kungfu_client::TransportKind;
+
+    #[test]
+    fn a_retry_line_says_what_it_waits_for_with_the_attempt_and_time() {
+        let mut r = Retrying {
+            attempt: 3,
+            elapsed: Duration::from_millis(2140),
+            wait: Duration::from_millis(200),
+            cause: RetryCause::NoLeader,
+            last: "127.0.0.1:7411: NOT_LEADER: knows no leader yet".into(),
+        };
+        assert_eq!(retry_line(&r), "waiting for a leader… (attempt 3, 2.1 s)");
+        r.cause = RetryCause::Transport(TransportKind::NothingListening);
+        r.last = "nothing listening at 127.0.0.1:7411 (connection refused)".into();
+        assert_eq!(
+            retry_line(&r),
+            "nothing listening at 127.0.0.1:7411 (connection refused); retrying… (attempt 3, 2.1 s)"
+        );
     }
 }

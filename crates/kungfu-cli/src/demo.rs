@@ -30,6 +30,8 @@ pub struct Settings {
     timeout: Duration,
     /// How many times a failed call attempt is retried.
     retries: u32,
+    /// How long connecting to a node may take.
+    connect_timeout: Duration,
 }
 
 impl Settings {
@@ -40,6 +42,7 @@ impl Settings {
             profile: cli.profile.clone(),
             timeout: Duration::from_secs(cli.timeout_secs.max(1)),
             retries: cli.retries,
+            connect_timeout: cli.connect_timeout,
         }
     }
 
@@ -60,7 +63,12 @@ impl Settings {
 
     /// The client options the flags give.
     pub(crate) fn options(&self) -> ClientOptions {
-        ClientOptions { call_timeout: self.timeout, max_retries: self.retries, ..Default::default() }
+        ClientOptions {
+            call_timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            max_retries: self.retries,
+            ..Default::default()
+        }
     }
 }
 

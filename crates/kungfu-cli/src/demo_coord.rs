@@ -239,7 +239,7 @@ pub async fn run(settings: Settings) -> Result<(), CliError> {
 fn coord_call(e: coord::Error) -> SdkError {
     match e {
         coord::Error::Call(e) => e,
-        other => SdkError::Transport(other.to_string()),
+        other => SdkError::Transport(other.to_string().into()),
     }
 }
 

@@ -7,7 +7,7 @@
 //! last line.
 
 use kungfu_client::coord::Error as CoordError;
-use kungfu_client::{Code, Error as SdkError, NextStep};
+use kungfu_client::{Code, Error as SdkError, NextStep, TransportKind};
 
 /// The exit status of each class of error; the `--help` text documents the same table.
 pub const EXIT_OTHER: i32 = 1;
@@ -23,7 +23,8 @@ pub const EXIT_TABLE: &str = "\
 Exit status:
   0  success
   1  other failure (a local file or profile could not be written, a lost one-time secret, ...)
-  2  usage or invalid argument (INVALID_ARGUMENT, INVALID_TARGET, IDEMPOTENCY_KEY_REUSED, bad flags)
+  2  usage or invalid argument (INVALID_ARGUMENT, INVALID_TARGET, IDEMPOTENCY_KEY_REUSED, bad flags;
+     NOT_KUNGFU_API: the endpoint answers gRPC but is not a node's API address, e.g. its raft port)
   3  not found (NOT_FOUND)
   4  permission or authentication (UNAUTHENTICATED, AGENT_INACTIVE, NOT_GOVERNOR, CANNOT_SPEAK,
      NOT_AUTHOR, NOT_ADDRESSEE, NOT_TAKER, NOT_CREATOR, NOT_REQUESTER, JUDGMENT_FORFEITED, OWN_TASK,
@@ -33,13 +34,16 @@ Exit status:
      STALE_BASE, DUPLICATE_ID; and the command line's own verdicts GATHER_INCOMPLETE,
      BARRIER_BROKEN, BARRIER_WAITING, COMBINE_REFUSED)
   6  limits and rates (LIMIT_EXCEEDED, RATE_LIMITED)
-  7  unavailable or indeterminate (UNAVAILABLE, NOT_LEADER, no node answered); for a write, the
-     idempotency key is printed: run the same command again with --idempotency-key <key>";
+  7  unavailable or indeterminate (UNAVAILABLE, NOT_LEADER; NOTHING_LISTENING: connection refused;
+     NO_ANSWER: no connection or answer in time; TRANSPORT: another failure on the way; INDETERMINATE);
+     for a write whose outcome is unknown, the idempotency key is printed: run the same command
+     again with --idempotency-key <key>";
 
 /// Why a command failed.
 #[derive(Debug)]
 pub struct CliError {
-    /// The stable code: a server rejection code, or `USAGE`, `INDETERMINATE`, `TRANSPORT`, `LOCAL`.
+    /// The stable code: a server rejection code, or `USAGE`, `INDETERMINATE`, `LOCAL`, or a
+    /// transport kind (`NOTHING_LISTENING`, `NO_ANSWER`, `NOT_KUNGFU_API`, `TRANSPORT`).
     pub code: String,
     /// A sentence for people.
     pub message: String,
@@ -180,7 +184,15 @@ impl From<SdkError> for CliError {
                 idempotency_key: Some(key),
                 exit: EXIT_UNAVAILABLE,
             },
-            SdkError::Transport(m) => CliError::local("TRANSPORT", m, NextStep::Retry.as_str(), EXIT_UNAVAILABLE),
+            SdkError::Transport(t) => {
+                // A wrong address needs a person to fix it: retrying as it is cannot help.
+                let (next, exit) = match t.kind {
+                    TransportKind::NothingListening => (NextStep::Revise, EXIT_UNAVAILABLE),
+                    TransportKind::NotKungfuApi => (NextStep::Revise, EXIT_USAGE),
+                    TransportKind::NoAnswer | TransportKind::Other => (NextStep::Retry, EXIT_UNAVAILABLE),
+                };
+                CliError::local(t.kind.as_str(), t.message, next.as_str(), exit)
+            }
             e @ (SdkError::InvalidEndpoint { .. } | SdkError::InvalidKey(_)) => CliError::usage(e.to_string()),
             e @ SdkError::SecretLost { .. } => CliError::other(e.to_string()),
             e @ SdkError::NoRandomness(_) => CliError::other(e.to_string()),
@@ -248,6 +260,19 @@ mod tests {
         assert_eq!(e.exit, EXIT_LIMIT);
         let routing = CliError::from(SdkError::Rejected(Rejection::new(Code::NotLeader, "elsewhere")));
         assert_eq!(routing.fak_reason, None, "routing answers are not verdicts and carry no fak reason");
+    }
+
+    #[test]
+    fn transport_kinds_are_codes_and_a_wrong_address_is_revised_not_retried() {
+        let t = |kind, message: &str| SdkError::Transport(kungfu_client::Transport { kind, message: message.into() });
+        let refused = CliError::from(t(TransportKind::NothingListening, "nothing listening at 127.0.0.1:1"));
+        assert_eq!((refused.code.as_str(), refused.next.as_str(), refused.exit), ("NOTHING_LISTENING", "revise", 7));
+        let raft = CliError::from(t(TransportKind::NotKungfuApi, "127.0.0.1:2 answers gRPC but not the Kungfu API"));
+        assert_eq!((raft.code.as_str(), raft.next.as_str(), raft.exit), ("NOT_KUNGFU_API", "revise", EXIT_USAGE));
+        let slow = CliError::from(t(TransportKind::NoAnswer, "127.0.0.1:3 did not answer within 2 s"));
+        assert_eq!((slow.code.as_str(), slow.next.as_str(), slow.exit), ("NO_ANSWER", "retry", 7));
+        let other = CliError::from(SdkError::Transport("a proxy refused it".into()));
+        assert_eq!((other.code.as_str(), other.exit), ("TRANSPORT", 7));
     }
 
     #[test]

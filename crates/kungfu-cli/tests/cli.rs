@@ -335,23 +335,43 @@ fn each_error_class_has_its_exit_status_and_json() {
     let (e, _) = env.fails("a", &["thread", "create", "--text", &big], 6);
     assert_eq!(e["code"], "LIMIT_EXCEEDED");
 
-    // 7: no node answers a write: the key to retry with is printed.
+    // 7: a write that may have arrived and was never answered: the key to retry with is printed.
+    let silent = Silent::start();
     let (e, stderr) = env.fails(
         "a",
-        &["thread", "create", "--text", "s", "--endpoint", "127.0.0.1:1", "--retries", "1", "--idempotency-key", "k-7"],
+        &[
+            "thread",
+            "create",
+            "--text",
+            "s",
+            "--endpoint",
+            &silent.addr,
+            "--retries",
+            "1",
+            "--timeout-secs",
+            "1",
+            "--idempotency-key",
+            "k-7",
+        ],
         7,
     );
     assert_eq!(e["code"], "INDETERMINATE", "{stderr}");
     assert_eq!(e["idempotency_key"], "k-7");
     assert!(stderr.contains("--idempotency-key k-7"), "{stderr}");
+    assert!(s(&e["message"]).contains(&format!("{} did not answer within 1 s", silent.addr)), "{stderr}");
+    // A write to an address where nothing listens was never sent: no key to retry with.
+    let refused = refused_addr();
+    let (e, stderr) = env.fails("a", &["thread", "create", "--text", "s", "--endpoint", &refused], 7);
+    assert_eq!(e["code"], "NOTHING_LISTENING", "{stderr}");
+    assert_eq!(e["idempotency_key"], Value::Null, "{stderr}");
 
     // The environment beats the profile, and a flag beats the environment.
     let out = env.run_env("KUNGFU_KEY", "kf_ag_wrong", &["--profile", "a", "turn", "--retries", "0"]);
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = env.run_env("KUNGFU_ENDPOINTS", "127.0.0.1:1", &["--profile", "a", "turn", "--retries", "0"]);
+    let out = env.run_env("KUNGFU_ENDPOINTS", &refused, &["--profile", "a", "turn", "--retries", "0"]);
     assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
     let flagged = ["--profile", "a", "turn", "--retries", "0", "--endpoint", env.endpoint.as_str()];
-    let out = env.run_env("KUNGFU_ENDPOINTS", "127.0.0.1:1", &flagged);
+    let out = env.run_env("KUNGFU_ENDPOINTS", &refused, &flagged);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     // Without a key anywhere, agent commands say how to get one.
@@ -431,9 +451,98 @@ fn operator_commands_show_and_manage_the_cluster() {
     let out = env.run(&args);
     assert!(!out.status.success());
 
-    // A wrong operator token is an authentication failure.
-    let (e, _) = env.fails("default", &["cluster", "status", "--key", "wrong-token", "--endpoint", &env.endpoint], 4);
+    // A wrong operator token is an authentication failure, and says the token was refused (the
+    // server answers "operator token required" to a missing and a wrong token alike).
+    let (e, stderr) =
+        env.fails("default", &["cluster", "status", "--key", "wrong-token", "--endpoint", &env.endpoint], 4);
     assert_eq!(e["code"], "UNAUTHENTICATED");
+    assert!(s(&e["message"]).starts_with("the operator token was refused (wrong token?): "), "{stderr}");
+    assert!(s(&e["message"]).contains("--key"), "{stderr}");
+    let (e, _) = env.fails("default", &["cluster", "status", "--endpoint", &env.endpoint], 2);
+    assert!(s(&e["message"]).contains("operator_token"), "{e}");
+
+    // The raft port of a real node: named as not the Kungfu API, a usage error.
+    let raft = env.cluster.nodes.values().map(|n| n.raft.to_string()).next().expect("one node");
+    let (e, stderr) = env.fails("default", &["cluster", "status", "--key", TOKEN, "--endpoint", &raft], 2);
+    assert_eq!(e["code"], "NOT_KUNGFU_API", "{stderr}");
+    assert!(
+        s(&e["message"]).starts_with(&format!("{raft} answers gRPC but not the Kungfu API: is it a raft port?")),
+        "{stderr}"
+    );
+}
+
+/// An address where nothing listens: a port the system gave, then closed.
+fn refused_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    drop(listener);
+    addr
+}
+
+/// A listener that takes connections and never says a word; it stops with the test process.
+struct Silent {
+    addr: String,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        std::thread::spawn(move || {
+            let mut open = Vec::new();
+            for socket in listener.incoming().map_while(Result::ok) {
+                open.push(socket);
+            }
+        });
+        Silent { addr }
+    }
+}
+
+/// A wrong endpoint fails at once with the address and what to check, in text and in JSON, without
+/// the ~15 s of retries a cluster electing a leader gets. No node is needed.
+#[test]
+fn a_refused_endpoint_says_nothing_listens_there_and_what_to_check() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let addr = refused_addr();
+    let run = |json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kungfu"));
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.args(["turn", "--key", "kf_ag_any", "--endpoint", &addr])
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join("xdg"))
+            .env_remove("KUNGFU_KEY")
+            .env_remove("KUNGFU_ENDPOINTS")
+            .env_remove("KUNGFU_PROFILE")
+            .output()
+            .expect("run kungfu")
+    };
+    let out = run(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: NOTHING_LISTENING: nothing listening at {addr} (connection refused): is kungfud running there? \
+             check the endpoint\n"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("next step: revise"), "{stderr}");
+    // Not a terminal: no progress lines, only the error.
+    assert_eq!(stderr.lines().count(), 2, "{stderr}");
+    let out = run(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: Value = serde_json::from_str(stderr.lines().last().unwrap_or_default()).expect("JSON error");
+    assert_eq!(v["error"]["code"], "NOTHING_LISTENING", "{stderr}");
+    assert_eq!(v["error"]["exit_status"], 7, "{stderr}");
+
+    // --connect-timeout takes seconds, and refuses what is not a positive number.
+    let bad = Command::new(env!("CARGO_BIN_EXE_kungfu"))
+        .args(["turn", "--connect-timeout", "0", "--endpoint", &addr])
+        .output()
+        .expect("run kungfu");
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
 }
 
 impl Env {

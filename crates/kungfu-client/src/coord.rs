@@ -252,7 +252,7 @@ impl Watcher {
             self.reopens += 1;
             if self.reopens > MAX_REOPENS {
                 let last = format!("the watch of {} failed {} times; last: {failure}", self.thread, self.reopens);
-                return Err(SdkError::Transport(last).into());
+                return Err(SdkError::Transport(last.into()).into());
             }
             tokio::time::sleep_until(until.min(Instant::now() + backoff)).await;
             backoff = (backoff * 2).min(self.client.options().backoff.max);

@@ -19,10 +19,13 @@ pub enum Error {
         /// The last failure seen.
         last: String,
     },
-    /// A read, or a call the server answered with a status that is not a Kungfu rejection, failed
-    /// on the way: no endpoint answered within the retries, or a proxy refused it.
+    /// The call failed on the way, for the reason [`Transport::kind`] names: nothing listens at
+    /// the endpoints, none answered in time, what answers is not the Kungfu API (a raft port), or
+    /// another failure (a proxy, a status that is not a Kungfu rejection). The message names the
+    /// address and what to check. A write fails this way only when no attempt was sent to a node
+    /// (else its outcome is unknown: [`Error::Indeterminate`]), so it had no effect.
     #[error("transport: {0}")]
-    Transport(String),
+    Transport(Transport),
     /// An endpoint is not a valid URI (`host:port` or `http://host:port`).
     #[error("invalid endpoint {endpoint}: {reason}")]
     InvalidEndpoint {
@@ -47,6 +50,59 @@ pub enum Error {
         /// What the secret belonged to, such as the agent id.
         what: String,
     },
+}
+
+/// A transport failure: its kind, stable for programs, and a sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Transport {
+    /// What went wrong on the way.
+    pub kind: TransportKind,
+    /// What happened, naming the address, and what to check.
+    pub message: String,
+}
+
+/// Why a call failed on the way, before any Kungfu node answered it. Each kind has a stable name
+/// ([`TransportKind::as_str`]), which the command line prints as the error's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// The connection was refused: nothing listens at the address (`NOTHING_LISTENING`). Definite:
+    /// nothing was sent.
+    NothingListening,
+    /// No connection within [`ClientOptions::connect_timeout`](crate::ClientOptions::connect_timeout),
+    /// or no answer within [`ClientOptions::call_timeout`](crate::ClientOptions::call_timeout)
+    /// (`NO_ANSWER`).
+    NoAnswer,
+    /// Something answers gRPC at the address, but not the Kungfu API: the method is unknown there,
+    /// as on a node's raft port (`NOT_KUNGFU_API`). Definite: no Kungfu service took the call.
+    NotKungfuApi,
+    /// Any other failure on the way (`TRANSPORT`).
+    Other,
+}
+
+impl TransportKind {
+    /// The stable name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::NothingListening => "NOTHING_LISTENING",
+            TransportKind::NoAnswer => "NO_ANSWER",
+            TransportKind::NotKungfuApi => "NOT_KUNGFU_API",
+            TransportKind::Other => "TRANSPORT",
+        }
+    }
+}
+
+/// A failure of another kind, described by its text.
+impl From<String> for Transport {
+    fn from(message: String) -> Transport {
+        Transport { kind: TransportKind::Other, message }
+    }
+}
+
+impl From<&str> for Transport {
+    fn from(message: &str) -> Transport {
+        Transport::from(message.to_string())
+    }
 }
 
 /// A successful write: the server's response, the idempotency key it was sent with, and whether

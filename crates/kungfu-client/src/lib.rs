@@ -14,9 +14,18 @@
 //!   `RATE_LIMITED` waits its `retry_after` (bounded) and retries. A definite rejection is returned at
 //!   once as [`Error::Rejected`]. When the retries run out on a write whose outcome is unknown, the
 //!   answer is [`Error::Indeterminate`] with the key to retry with.
+//! - It tells why it reached no node. An attempt that reaches no Kungfu API (connection refused,
+//!   none within [`ClientOptions::connect_timeout`], a gRPC peer without the Kungfu services such
+//!   as a raft port) sent nothing, so it is definite, and it has a short budget of its own
+//!   ([`ClientOptions::connect_retries`]): a wrong endpoint fails at once with an
+//!   [`Error::Transport`] whose [`TransportKind`] is stable and whose message names the address.
+//!   Retries that run out while nodes answer `NOT_LEADER` or `UNAVAILABLE` say "no quorum or no
+//!   leader" and how many endpoints answered. [`ClientOptions::on_retry`] reports each retry to a
+//!   caller that shows progress; the SDK itself prints nothing.
 //!
 //! Table of contents:
-//! - [`client`]: [`Client`], [`ClientOptions`], [`Backoff`], [`Consistency`], and the retry loop.
+//! - [`client`]: [`Client`], [`ClientOptions`], [`Backoff`], [`Consistency`], the retry loop and
+//!   its progress hook ([`RetryHook`], [`Retrying`]).
 //! - [`calls`]: the typed methods, one per action and read of the seven agent services (agents,
 //!   memories, threads, assignments, tasks, coordination, turn), plus [`Client::register`], paging
 //!   helpers and [`Registered`].
@@ -26,7 +35,7 @@
 //!   receive ([`Client::recv`], [`coord::Mailbox`]), gather in rank order and its fold
 //!   ([`Client::gather`], [`Client::gather_and_combine`]), barrier and its wait
 //!   ([`Client::barrier`], [`Client::wait_barrier`]), broadcast ([`Client::broadcast`]).
-//! - [`error`]: [`Error`] and [`Written`].
+//! - [`error`]: [`Error`], the transport failures ([`Transport`], [`TransportKind`]) and [`Written`].
 //! - [`reduce`]: the gather reductions ([`reduce::combine`]), pure folds of members' outputs.
 //! - [`group`]: rank, split and spawn over a group's member ids (`kungfu_core::coord::group`,
 //!   re-exported: the same ascending-id order the server gives a scatter's ranks).
@@ -50,8 +59,8 @@ pub use build::{
     to_nobody,
 };
 pub use calls::Registered;
-pub use client::{Backoff, Client, ClientOptions, Consistency, new_idempotency_key};
-pub use error::{Error, Written};
+pub use client::{Backoff, Client, ClientOptions, Consistency, RetryCause, RetryHook, Retrying, new_idempotency_key};
+pub use error::{Error, Transport, TransportKind, Written};
 pub use kungfu_api::grpc_code_name;
 pub use kungfu_api::pb;
 pub use kungfu_api::status_rejection;

@@ -64,6 +64,6 @@ impl Client {
                 },
             }
         }
-        Err(Error::Transport(last))
+        Err(Error::Transport(last.into()))
     }
 }

@@ -31,8 +31,13 @@ async fn leader(cluster: &Cluster, key: &str) -> u64 {
 async fn writes_continue_through_a_leader_kill_with_one_effect_each() {
     let mut cluster = Cluster::start(3, "");
     let endpoints: Vec<String> = cluster.nodes.values().map(|n| n.api.to_string()).collect();
-    let mut options =
-        ClientOptions { max_retries: 40, call_timeout: Duration::from_secs(5), ..ClientOptions::default() };
+    // The nodes may still be starting, refusing connections: wait for them rather than fail fast.
+    let mut options = ClientOptions {
+        max_retries: 40,
+        connect_retries: 40,
+        call_timeout: Duration::from_secs(5),
+        ..ClientOptions::default()
+    };
     options.backoff.max = Duration::from_millis(500);
     let client = Client::connect(endpoints, None, options).await.expect("valid endpoints");
 
