@@ -415,3 +415,56 @@ async fn registrations_are_limited_per_client_behind_the_mcp_door_and_a_forwardi
         }
     }
 }
+
+/// gRPC health's status of the whole server (`""`) at `api`; None when the call fails.
+async fn health_of(api: std::net::SocketAddr) -> Option<i32> {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let mut client = HealthClient::new(connect(api).await);
+    client.check(HealthCheckRequest { service: String::new() }).await.ok().map(|r| r.into_inner().status)
+}
+
+/// Issue #16, deliverable 1: health tells the truth. A node is SERVING (gRPC health) and ready
+/// (`/readyz` 200) only while a leader is known and reachable through a quorum. The two followers
+/// of a three-node cluster are killed: the leader that is left, which keeps its role without a
+/// quorum, turns NOT_SERVING and `/readyz` answers 503 with the reason, while `/healthz` still
+/// answers (the process is alive); with the followers back, it serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_turns_not_serving_when_the_quorum_is_lost_and_back_when_it_returns() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let settings = format!("operator_token = \"{DOOR_TEST_TOKEN}\"\nhttp_listen = \"127.0.0.1:0\"\n");
+    let mut cluster = Cluster::start(3, &settings);
+    let leader = agreed_leader(&cluster, DOOR_TEST_TOKEN).await;
+    let (api, http) = (cluster.nodes[&leader].api, mcp_addr(&cluster.nodes[&leader]).await);
+    let serving = Some(ServingStatus::Serving as i32);
+    let not_serving = Some(ServingStatus::NotServing as i32);
+    poll("the leader serving", || async { health_of(api).await == serving }).await;
+    assert!(http_get(http, "/readyz").await.starts_with("HTTP/1.1 200"), "ready with its quorum");
+
+    let followers: Vec<u64> = cluster.nodes.keys().copied().filter(|id| *id != leader).collect();
+    for id in &followers {
+        cluster.nodes.get_mut(id).expect("node").kill();
+    }
+    poll("the leader without a quorum not serving", || async { health_of(api).await == not_serving }).await;
+    let ready = http_get(http, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 503") && ready.contains("quorum"), "{ready}");
+    assert!(http_get(http, "/healthz").await.starts_with("HTTP/1.1 200"), "the process is alive");
+
+    for id in &followers {
+        cluster.nodes.get_mut(id).expect("node").start();
+    }
+    poll("the leader serving again", || async { health_of(api).await == serving }).await;
+    poll("ready again", || async { http_get(http, "/readyz").await.starts_with("HTTP/1.1 200") }).await;
+}
+
+/// Polls `done` every 100 ms until it holds, failing after [`BOUND`].
+async fn poll<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !done().await {
+        assert!(start.elapsed() < BOUND, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -234,17 +234,6 @@ async fn configured_limits_are_replicated_and_enforced() {
         .expect("within the limit");
 }
 
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect metrics");
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .expect("send");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out
-}
-
 /// L4 at the edge: a burst past the agent's write rate is refused with RATE_LIMITED and a
 /// `retry_after`, with no effect; metrics count actions by kind and outcome, refusals by code, and
 /// publish the raft state.

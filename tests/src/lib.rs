@@ -318,3 +318,16 @@ pub fn content(text: &str) -> Option<pb::Content> {
 }
 
 pub mod conformance;
+
+/// One HTTP/1.1 GET of `path` at `addr` (the metrics listener, the probes); the whole answer,
+/// status line and headers included.
+pub async fn http_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect over HTTP");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}

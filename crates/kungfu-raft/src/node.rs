@@ -429,6 +429,49 @@ impl RaftNode {
         self.raft.metrics().borrow_watched().clone()
     }
 
+    /// Whether this node can serve writes and linearizable reads now (issue #16), or why not: a
+    /// leader is known; when it is this node and it has peers, a quorum acknowledged it within
+    /// `quorum_window` (a leader cut off from its quorum keeps its role until it hears of a newer
+    /// term); and this node has applied within `max_lag` entries of what it knows is committed.
+    pub fn readiness(&self, max_lag: u64, quorum_window: Duration) -> Result<(), String> {
+        use openraft::Instant as _;
+        let m = self.raft.metrics().borrow_watched().clone();
+        let Some(leader) = m.current_leader else {
+            return Err(format!(
+                "no leader known in term {}: this node cannot reach a quorum of the cluster, or an election is under way",
+                m.current_term
+            ));
+        };
+        let voters = m.membership_config.membership().voter_ids().count();
+        if leader == self.id && voters > 1 {
+            match &m.last_quorum_acked {
+                Some(at) if at.elapsed() <= quorum_window => {}
+                Some(at) => {
+                    return Err(format!(
+                        "this node leads term {} but no quorum of its {voters} voters has acknowledged it for {} ms",
+                        m.current_term,
+                        at.elapsed().as_millis()
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "this node leads term {} but no quorum of its {voters} voters has acknowledged it yet",
+                        m.current_term
+                    ));
+                }
+            }
+        }
+        let applied = m.last_applied.as_ref().map(|l| l.index).unwrap_or(0);
+        let committed = m.cluster_committed.as_ref().map(|l| l.index).unwrap_or(applied);
+        let lag = committed.saturating_sub(applied);
+        if lag > max_lag {
+            return Err(format!(
+                "this node has applied entry {applied}, {lag} behind the committed {committed} (more than {max_lag})"
+            ));
+        }
+        Ok(())
+    }
+
     /// The term this node is in now.
     pub fn term(&self) -> u64 {
         self.raft.metrics().borrow_watched().current_term

@@ -232,6 +232,14 @@ impl Backend {
         }
     }
 
+    /// Whether this node is ready to serve writes and linearizable reads, or why not (issue #16):
+    /// what gRPC health and `/readyz` report. A leader counts as cut off from its quorum once no
+    /// quorum has acknowledged it for two election timeouts.
+    pub fn readiness(&self) -> Result<(), String> {
+        let window = Duration::from_millis(2 * self.config.raft.election_timeout_max_ms);
+        self.node.readiness(self.config.api.ready_max_lag_entries, window)
+    }
+
     /// Checks the operator token (the bearer credential of an operator call).
     pub fn authenticate_operator(&self, c: &Credentials) -> Result<Operator, Rejection> {
         let Some(expected) = &self.config.operator_token else {

@@ -77,11 +77,14 @@ pub struct ApiSettings {
     /// A write that has no outcome after this long is answered as indeterminate (retry with the
     /// same idempotency key).
     pub write_timeout_ms: u64,
+    /// A node is ready (gRPC health SERVING, `/readyz` 200) only while it has applied within this
+    /// many entries of what it knows is committed, besides knowing a leader.
+    pub ready_max_lag_entries: u64,
 }
 
 impl Default for ApiSettings {
     fn default() -> ApiSettings {
-        ApiSettings { max_message_bytes: 4 * 1024 * 1024, write_timeout_ms: 10_000 }
+        ApiSettings { max_message_bytes: 4 * 1024 * 1024, write_timeout_ms: 10_000, ready_max_lag_entries: 1000 }
     }
 }
 

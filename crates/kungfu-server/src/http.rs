@@ -44,10 +44,11 @@ pub fn mcp_url(config: &Config, bound: SocketAddr) -> String {
 pub async fn serve(
     config: &Config,
     api: SocketAddr,
-    door_token: Option<String>,
+    backend: std::sync::Arc<crate::backend::Backend>,
     listener: tokio::net::TcpListener,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let door_token = backend.door_token.clone();
     // Lazy: the API listener is bound but may not be accepting yet when this runs; the first MCP
     // request connects. The bounds are the API's own: a call answered within `write_timeout_ms`
     // (plus a margin for the reply) is never cut off here first.
@@ -72,7 +73,7 @@ pub async fn serve(
             options.allowed_origins = bound_config.mcp_allowed_origins();
         }
     }
-    let router = kungfu_mcp::http_router(door, options, stop.clone());
+    let router = kungfu_mcp::http_router(door, options, stop.clone()).merge(probes(backend));
     // The client's address reaches the door as `ConnectInfo` in each request's extensions. No
     // Nagle on accepted sockets: an answer's last small write must not wait for a delayed ACK.
     let service = router.into_make_service_with_connect_info::<SocketAddr>();
@@ -96,4 +97,24 @@ mod tests {
         assert_eq!(own_api(addr("[::]:7400")), addr("[::1]:7400"));
         assert_eq!(own_api(addr("10.1.2.3:7400")), addr("10.1.2.3:7400"));
     }
+}
+
+/// The probes of an orchestrator or a load balancer (issue #16): `/healthz` answers 200 while the
+/// process serves at all; `/readyz` answers 200 only while the node is ready to serve writes and
+/// linearizable reads (`Backend::readiness`, the rule gRPC health uses), else 503 with the reason.
+fn probes(backend: std::sync::Arc<crate::backend::Backend>) -> axum::Router {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    axum::Router::new().route("/healthz", get(|| async { (StatusCode::OK, "ok\n") })).route(
+        "/readyz",
+        get(move || {
+            let backend = backend.clone();
+            async move {
+                match backend.readiness() {
+                    Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+                    Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+                }
+            }
+        }),
+    )
 }

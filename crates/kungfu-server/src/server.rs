@@ -88,8 +88,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 .map_err(|e| anyhow::anyhow!("configuration: http_listen: cannot listen on {addr}: {e}"))?;
             let url = crate::http::mcp_url(&config, http_listener.local_addr()?);
             tracing::info!(api = %api, mcp = %url, "serving the public API at {api}; MCP at {url}");
-            let (config, stop, token) = (config.clone(), http_stop.clone(), backend.door_token.clone());
-            Some(tokio::spawn(async move { crate::http::serve(&config, api, token, http_listener, stop).await }))
+            let (config, stop, b) = (config.clone(), http_stop.clone(), backend.clone());
+            Some(tokio::spawn(async move { crate::http::serve(&config, api, b, http_listener, stop).await }))
         }
         None => {
             tracing::info!(api = %api, "serving the public API at {api}; no MCP (http_listen is not set)");

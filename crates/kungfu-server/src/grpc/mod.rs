@@ -124,10 +124,12 @@ pub async fn serve(
     let max = b.config.api.max_message_bytes;
     let api = api::Api::new(b.clone());
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
-    // Named apart so a client can ask a node whether it speaks the coordination layer before it
+    // Health tells the truth (issue #16): SERVING only while this node is ready
+    // (`Backend::readiness`: a leader known and reachable through a quorum, applied within the
+    // configured lag), read every 200 ms. The whole server (""), TurnService, and CoordService —
+    // named apart so a client can ask a node whether it speaks the coordination layer before it
     // sends one of its actions (COORDINATION R4: use them only once every node is upgraded).
-    health.set_serving::<pb::coord_service_server::CoordServiceServer<api::Api>>().await;
+    let watcher = tokio::spawn(watch_readiness(b.clone(), health.clone()));
     // Reflection in both revisions: grpcurl and grpcui speak v1, Python's grpcio-reflection and
     // older grpcurl builds only v1alpha (issue #16).
     let reflection = || {
@@ -184,9 +186,46 @@ pub async fn serve(
         // TCP_NODELAY on every accepted socket: tonic ignores its own setting on this path.
         .serve_with_incoming_shutdown(kungfu_raft::incoming::nodelay_incoming(listener), shutdown)
         .await;
-    health.set_not_serving::<pb::turn_service_server::TurnServiceServer<api::Api>>().await;
-    health.set_not_serving::<pb::coord_service_server::CoordServiceServer<api::Api>>().await;
+    watcher.abort();
+    for name in HEALTH_NAMES {
+        health.set_service_status(name, tonic_health::ServingStatus::NotServing).await;
+    }
     Ok(served?)
+}
+
+/// The names gRPC health reports on: the whole server, and two services by name.
+const HEALTH_NAMES: [&str; 3] = [
+    "",
+    <pb::turn_service_server::TurnServiceServer<api::Api> as tonic::server::NamedService>::NAME,
+    <pb::coord_service_server::CoordServiceServer<api::Api> as tonic::server::NamedService>::NAME,
+];
+
+/// Sets gRPC health from this node's readiness every 200 ms, and logs each change with its reason.
+async fn watch_readiness(b: Arc<Backend>, health: tonic_health::server::HealthReporter) {
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: Option<bool> = None;
+    loop {
+        tick.tick().await;
+        let ready = b.readiness();
+        if last == Some(ready.is_ok()) {
+            continue;
+        }
+        let status = match &ready {
+            Ok(()) => {
+                tracing::info!("ready: health SERVING");
+                tonic_health::ServingStatus::Serving
+            }
+            Err(why) => {
+                tracing::warn!(reason = %why, "not ready: health NOT_SERVING");
+                tonic_health::ServingStatus::NotServing
+            }
+        };
+        for name in HEALTH_NAMES {
+            health.set_service_status(name, status).await;
+        }
+        last = Some(ready.is_ok());
+    }
 }
 
 #[cfg(test)]
