@@ -17,8 +17,12 @@ fn seconds(s: &str) -> Result<Duration, String> {
 
 /// The `kungfu` command line: every agent action and read of a Kungfu cluster, and the operator
 /// calls.
+/// `kungfu --version`: the package version, the commit and the build date (build.rs).
+const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KUNGFU_COMMIT"), ", built ", env!("KUNGFU_BUILD_DATE"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "kungfu", version, about, after_long_help = crate::error::EXIT_TABLE, after_help = crate::error::EXIT_TABLE)]
+#[command(name = "kungfu", version = VERSION, about, after_long_help = crate::error::EXIT_TABLE, after_help = crate::error::EXIT_TABLE)]
 pub struct Cli {
     /// A node's public API address, `host:port`; repeat for several nodes. Default: the profile's
     /// endpoints, else 127.0.0.1:7400.

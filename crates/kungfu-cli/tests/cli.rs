@@ -646,3 +646,23 @@ fn mcp_tools_doc_matches_the_registry() {
          KUNGFU_BLESS=1 cargo nextest run --workspace -E 'test(mcp_tools_doc)'"
     );
 }
+
+/// Issue #16, deliverable 8: `kungfu --version` and `kungfud --version` name the commit they were
+/// built from (this checkout's HEAD) and the build date.
+#[test]
+fn both_binaries_name_their_commit_and_build_date() {
+    let head = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().expect("git");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    assert_eq!(head.len(), 12, "the tests run in a git checkout");
+    let kungfud = Path::new(env!("CARGO_BIN_EXE_kungfu")).with_file_name("kungfud");
+    for bin in [Path::new(env!("CARGO_BIN_EXE_kungfu")), kungfud.as_path()] {
+        let out = Command::new(bin).arg("--version").output().expect("run --version");
+        assert!(out.status.success(), "{} --version failed", bin.display());
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let (_, rest) = line.split_once(" (commit ").unwrap_or_else(|| panic!("no commit in {line:?}"));
+        let (commit, date) = rest.split_once(", built ").unwrap_or_else(|| panic!("no date in {line:?}"));
+        assert_eq!(commit, head, "{line}");
+        let date = date.trim_end_matches(')');
+        assert!(date.len() == 10 && date.starts_with("20") && date.as_bytes()[4] == b'-', "{line}");
+    }
+}

@@ -241,8 +241,16 @@ fn server_info(path: &Path) -> Value {
         "version": version,
         "build": build_kind(path),
         "modified": modified,
-        "commit": Value::Null,
+        "commit": version.as_deref().and_then(commit_of),
     })
+}
+
+/// The commit a `--version` line names (`kungfud 0.1.0 (commit 0123456789ab, built …)`); None
+/// for a binary built before versions named one, or outside a git checkout.
+fn commit_of(version: &str) -> Option<String> {
+    let rest = version.split("(commit ").nth(1)?;
+    let commit = rest.split([',', ')']).next()?.trim();
+    (commit != "unknown" && !commit.is_empty()).then(|| commit.to_string())
 }
 
 fn server_text(s: &Value) -> String {

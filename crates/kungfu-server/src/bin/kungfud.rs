@@ -8,8 +8,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Runs one Kungfu node. Settings come from the config file, then the environment, then flags.
+/// `kungfud --version`: the package version, the commit and the build date (build.rs).
+const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KUNGFU_COMMIT"), ", built ", env!("KUNGFU_BUILD_DATE"), ")");
+
 #[derive(Parser, Debug)]
-#[command(name = "kungfud", version, about)]
+#[command(name = "kungfud", version = VERSION, about)]
 struct Args {
     /// A TOML configuration file (see cluster-config/ for examples).
     #[arg(long, env = "KUNGFU_CONFIG", global = true)]
