@@ -302,11 +302,13 @@ impl RaftNode {
     /// raft core), so a caller can keep several in flight and still know their order. Await
     /// [`Proposed::outcome`] for the answer.
     pub async fn propose_in_order(&self, cmd: Command) -> Result<Proposed, WriteError> {
+        self.enqueue(Request::Command(cmd)).await
+    }
+
+    /// Puts one request into raft's queue and returns the wait for its outcome.
+    async fn enqueue(&self, req: Request) -> Result<Proposed, WriteError> {
         let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
-        self.raft
-            .client_write_ff(Request::Command(cmd), Some(responder))
-            .await
-            .map_err(|f| WriteError::Fatal(f.to_string()))?;
+        self.raft.client_write_ff(req, Some(responder)).await.map_err(|f| WriteError::Fatal(f.to_string()))?;
         Ok(Proposed { rx, me: self.id })
     }
 
@@ -338,12 +340,7 @@ impl RaftNode {
         for cmd in &mut cmds {
             cmd.ts = shifted;
         }
-        let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
-        self.raft
-            .client_write_ff(Request::Commands(cmds), Some(responder))
-            .await
-            .map_err(|f| WriteError::Fatal(f.to_string()))?;
-        Ok(Proposed { rx, me: self.id })
+        self.enqueue(Request::Commands(cmds)).await
     }
 
     /// The time the next stamp would have now: wall time, but always after the last stamp of this
@@ -435,7 +432,9 @@ impl RaftNode {
     /// term); and this node has applied within `max_lag` entries of what it knows is committed.
     pub fn readiness(&self, max_lag: u64, quorum_window: Duration) -> Result<(), String> {
         use openraft::Instant as _;
-        let m = self.raft.metrics().borrow_watched().clone();
+        // One reading, no copy of the metrics (this runs every 200 ms).
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
         let Some(leader) = m.current_leader else {
             return Err(format!(
                 "no leader known in term {}: this node cannot reach a quorum of the cluster, or an election is under way",
