@@ -1,7 +1,8 @@
 // Included by the build scripts of the crates whose binaries print a version (kungfud, kungfu):
 // `include!("../build_info.rs")`, then `emit_build_info()` from `main`.
 
-/// Sets `KUNGFU_COMMIT` (git's HEAD, 12 hex digits, or `unknown` outside a git checkout) and
+/// Sets `KUNGFU_COMMIT` (git's HEAD, 12 hex digits, or `unknown` outside a git checkout),
+/// `KUNGFU_RUSTC` (`rustc --version` of the compiler cargo uses) and
 /// `KUNGFU_BUILD_DATE` (the UTC date the script ran, `YYYY-MM-DD`) for `--version` (issue #16), and
 /// asks cargo to run the script again when HEAD moves, and only then.
 fn emit_build_info() {
@@ -16,6 +17,16 @@ fn emit_build_info() {
     };
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=KUNGFU_COMMIT={commit}");
+    // The compiler, for the build-info metric: cargo names it to build scripts in `RUSTC`.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let rustc = std::process::Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=KUNGFU_RUSTC={rustc}");
     let days = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() / 86_400)

@@ -447,6 +447,11 @@ async fn health_turns_not_serving_when_the_quorum_is_lost_and_back_when_it_retur
     poll("the leader without a quorum not serving", || async { health_of(api).await == not_serving }).await;
     let ready = http_get(http, "/readyz").await;
     assert!(ready.starts_with("HTTP/1.1 503") && ready.contains("quorum"), "{ready}");
+    // The reason counts what this node reaches (issue #16, deliverable 6).
+    poll("the reason to count one of three voters reachable", || async {
+        http_get(http, "/readyz").await.contains("(1 of 3 voters reachable from this node)")
+    })
+    .await;
     assert!(http_get(http, "/healthz").await.starts_with("HTTP/1.1 200"), "the process is alive");
 
     for id in &followers {

@@ -288,6 +288,98 @@ async fn rate_limits_refuse_with_retry_after_and_metrics_count_what_happened() {
     assert!(body.contains("kungfu_raft_applied_index"), "{body}");
 }
 
+/// Issue #16, deliverable 2: with nothing configured but the HTTP listener (on in every shipped
+/// configuration and in `kungfu dev up`), `/metrics` is served, every family has `# HELP` and
+/// `# TYPE`, `promtool check metrics` accepts the exposition, and the process, build, disk, raft
+/// and actor families are there with live values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_on_by_default_described_for_promtool_and_cover_process_build_disk_raft_and_actors() {
+    let http_port = free_port();
+    let cluster = Cluster::start(1, &format!("http_listen = \"127.0.0.1:{http_port}\"\n"));
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let (_, agent) = register_when_serving(&anon, "metrics", || cluster.logs()).await;
+    agent
+        .memories()
+        .create(agent.req(pb::CreateMemoryRequest { idempotency_key: "m".into(), content: content("x") }))
+        .await
+        .expect("create");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().expect("addr");
+    let start = Instant::now();
+    let body = loop {
+        let answer = http_get(addr, "/metrics").await;
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        if answer.starts_with("HTTP/1.1 200")
+            && body.contains("kungfu_ready 1")
+            && body.contains("kungfu_raft_is_leader 1")
+        {
+            break body;
+        }
+        assert!(start.elapsed() < BOUND, "metrics never showed a ready leader:\n{answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Every sample's family is described and typed.
+    let families: std::collections::BTreeSet<&str> = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap_or(""))
+        .map(|n| n.trim_end_matches("_bucket").trim_end_matches("_sum").trim_end_matches("_count"))
+        .collect();
+    for family in &families {
+        assert!(body.contains(&format!("# HELP {family} ")), "no HELP for {family}:\n{body}");
+        assert!(body.contains(&format!("# TYPE {family} ")), "no TYPE for {family}:\n{body}");
+    }
+    let value = |name: &str| -> f64 {
+        let line = body
+            .lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .unwrap_or_else(|| panic!("no sample of {name}:\n{body}"));
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("value of {line}"))
+    };
+    // Process.
+    assert!(value("process_resident_memory_bytes") > 1e6, "RSS");
+    assert!(value("process_open_fds") >= 3.0, "fds");
+    assert!(value("process_cpu_seconds_total") > 0.0, "CPU");
+    // Build: the commit `kungfud --version` names, and the compiler.
+    let version = std::process::Command::new(kungfud()).arg("--version").output().expect("kungfud --version");
+    let version = String::from_utf8_lossy(&version.stdout).to_string();
+    let build = body.lines().find(|l| l.starts_with("kungfu_build_info{")).expect("build info");
+    let commit = build.split("commit=\"").nth(1).and_then(|c| c.split('"').next()).expect("commit label");
+    assert!(!commit.is_empty() && version.contains(&format!("commit {commit}")), "{build} vs {version}");
+    assert!(build.contains("rustc=\"rustc 1."), "{build}");
+    assert!(build.ends_with(" 1"), "{build}");
+    // Disk: the data directory holds the log and the state; its filesystem has room.
+    assert!(value("kungfu_data_dir_bytes") > 0.0, "data dir bytes");
+    assert!(value("kungfu_data_dir_free_bytes") > 0.0, "free bytes");
+    assert!(value("kungfu_data_dir_size_bytes") >= value("kungfu_data_dir_free_bytes"), "size >= free");
+    // Raft: a term, an applied index that covers the actions, no lag on a lone node.
+    assert!(value("kungfu_raft_term") >= 1.0);
+    assert!(value("kungfu_raft_applied_index") >= 2.0);
+    assert!(value("kungfu_raft_committed_index") >= value("kungfu_raft_applied_index"));
+    assert_eq!(value("kungfu_raft_commit_lag_entries") + value("kungfu_raft_apply_lag_entries"), 0.0, "idle lone node");
+    assert_eq!(value("kungfu_raft_rpc_timeouts_total"), 0.0);
+    // Actors: the gauges exist (the create went through an actor only for threads and Tasks).
+    assert!(value("kungfu_live_actors") >= 0.0 && value("kungfu_actor_queued_actions") == 0.0);
+    assert!(body.contains("kungfu_actions_total{kind=\"create_memory\",outcome=\"ok\"} 1"), "{body}");
+
+    // promtool, Prometheus' own checker (Debian's `prometheus` package; `.ci/run` installs it).
+    let mut promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (apt-get install prometheus)");
+    use std::io::Write;
+    promtool.stdin.take().expect("stdin").write_all(body.as_bytes()).expect("feed promtool");
+    let checked = promtool.wait_with_output().expect("promtool ran");
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{body}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
 /// A node asked to stop (SIGTERM) while clients still hold connections, one of them a bare TCP
 /// connection that never sends a byte, stops anyway, cleanly, after its shutdown grace (graceful
 /// shutdown alone waits for such a connection forever).

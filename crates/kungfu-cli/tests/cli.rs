@@ -461,14 +461,13 @@ fn operator_commands_show_and_manage_the_cluster() {
     let (e, _) = env.fails("default", &["cluster", "status", "--endpoint", &env.endpoint], 2);
     assert!(s(&e["message"]).contains("operator_token"), "{e}");
 
-    // The raft port of a real node: named as not the Kungfu API, a usage error.
-    let raft = env.cluster.nodes.values().map(|n| n.raft.to_string()).next().expect("one node");
+    // The raft port of a real node: named as a raft port with the node's API port (the raft
+    // service answers any other call with it, issue #16), a usage error.
+    let (raft, api) =
+        env.cluster.nodes.values().map(|n| (n.raft.to_string(), n.api.to_string())).next().expect("one node");
     let (e, stderr) = env.fails("default", &["cluster", "status", "--key", TOKEN, "--endpoint", &raft], 2);
     assert_eq!(e["code"], "NOT_KUNGFU_API", "{stderr}");
-    assert!(
-        s(&e["message"]).starts_with(&format!("{raft} answers gRPC but not the Kungfu API: is it a raft port?")),
-        "{stderr}"
-    );
+    assert_eq!(s(&e["message"]), format!("{raft} is a raft port; use the API port: {api}"), "{stderr}");
 }
 
 /// An address where nothing listens: a port the system gave, then closed.

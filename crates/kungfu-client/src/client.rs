@@ -252,6 +252,15 @@ fn classify(s: &tonic::Status, addr: &str, options: &ClientOptions) -> Outcome {
 /// or an unknown service, as a raft port (or any gRPC server without the Kungfu services) does.
 /// The Kungfu API serves every method the SDK calls, so that answer never comes from it.
 fn unreached(s: &tonic::Status, addr: &str, options: &ClientOptions) -> Option<Outcome> {
+    // A node's raft port names the node and its API address (issue #16).
+    if s.code() == tonic::Code::Unimplemented && s.message().starts_with(kungfu_types::RAFT_PORT_ANSWER) {
+        let api = s.message().split_once("the public API is at ").map(|(_, api)| api.trim());
+        let next = match api {
+            Some(api) => format!("use the API port: {api}"),
+            None => "point the client at the node's api_listen address".to_string(),
+        };
+        return Some(Outcome::Unreached(TransportKind::NotKungfuApi, format!("{addr} is a raft port; {next}")));
+    }
     if s.code() == tonic::Code::Unimplemented && (s.message().is_empty() || s.message().starts_with("unknown service"))
     {
         return Some(Outcome::Unreached(

@@ -100,6 +100,85 @@ pub struct Network {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     /// AppendEntries and votes that ran out of their deadline, over all peers.
     timeouts: Arc<AtomicU64>,
+    /// Failed RPCs per peer, and when each peer's failures were last logged.
+    peers: PeerFailures,
+}
+
+/// The RPC health of every peer this node has called.
+pub type PeerFailures = Arc<Mutex<HashMap<NodeId, Arc<Mutex<PeerHealth>>>>>;
+
+/// How often, at most, a peer's failing RPCs are logged (one line with their count), so one peer
+/// down does not write a warning per heartbeat (issue #16).
+pub const FAILURE_REPORT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The RPC failures of one peer.
+#[derive(Debug, Default)]
+pub struct PeerHealth {
+    /// Failed RPCs since this node started (the `kungfu_raft_rpc_failures_total` counter).
+    pub failures: u64,
+    /// Failed RPCs since the last success.
+    streak: u64,
+    /// Whether the peer ever answered.
+    answered: bool,
+    /// Failed RPCs not yet logged.
+    unreported: u64,
+    last_report: Option<std::time::Instant>,
+}
+
+impl PeerHealth {
+    /// Counts one RPC's outcome; returns the line to log, if one is due: the first failure after
+    /// a success at once, further ones at most once per `interval` with their count, and the
+    /// recovery once.
+    pub fn observe(
+        &mut self,
+        target: NodeId,
+        addr: &str,
+        error: Option<&dyn std::fmt::Display>,
+        now: std::time::Instant,
+        interval: Duration,
+    ) -> Option<(tracing::Level, String)> {
+        match error {
+            Some(e) => {
+                self.failures += 1;
+                self.streak += 1;
+                self.unreported += 1;
+                let due = self.streak == 1 || self.last_report.is_none_or(|t| now.duration_since(t) >= interval);
+                if !due {
+                    return None;
+                }
+                let line = if self.streak == 1 {
+                    format!("raft: node {target} at {addr} did not answer: {e}")
+                } else {
+                    format!(
+                        "raft: node {target} at {addr} still not answering ({} failed calls in the last {}s, {} in a row): {e}",
+                        self.unreported,
+                        interval.as_secs(),
+                        self.streak
+                    )
+                };
+                self.unreported = 0;
+                self.last_report = Some(now);
+                Some((tracing::Level::WARN, line))
+            }
+            None if self.streak > 0 => {
+                self.answered = true;
+                let line = format!("raft: node {target} at {addr} answers again after {} failed calls", self.streak);
+                self.streak = 0;
+                self.unreported = 0;
+                self.last_report = None;
+                Some((tracing::Level::INFO, line))
+            }
+            None => {
+                self.answered = true;
+                None
+            }
+        }
+    }
+
+    /// Whether the peer answered its last call.
+    pub fn answering(&self) -> bool {
+        self.answered && self.streak == 0
+    }
 }
 
 impl Network {
@@ -109,7 +188,18 @@ impl Network {
             config,
             channels: Arc::new(Mutex::new(HashMap::new())),
             timeouts: Arc::new(AtomicU64::new(0)),
+            peers: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Failed RPCs per peer since this node started, shared with every connection.
+    pub fn peer_failures(&self) -> PeerFailures {
+        self.peers.clone()
+    }
+
+    fn health_of(&self, target: NodeId) -> Arc<Mutex<PeerHealth>> {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.entry(target).or_default().clone()
     }
 
     /// The count of AppendEntries and votes that ran out of their deadline, shared with every
@@ -152,7 +242,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
         let addr = self.config.dial.get(&target).cloned().unwrap_or_else(|| node.raft.clone());
-        Connection { target, net: self.clone(), addr, slow: 0 }
+        Connection { target, net: self.clone(), addr, slow: 0, health: self.health_of(target) }
     }
 }
 
@@ -166,6 +256,7 @@ pub struct Connection {
     /// deadline (up to `MAX_SLOW_DOUBLINGS`), so a peer slower than the configured rate is still
     /// caught up rather than sent the same request forever; a success resets it.
     slow: u32,
+    health: Arc<Mutex<PeerHealth>>,
 }
 
 /// At most 2^3 = 8 times the computed deadline.
@@ -186,6 +277,20 @@ fn status_to_rpc(target: NodeId, s: tonic::Status) -> RPCError<TypeConfig> {
 }
 
 impl Connection {
+    /// Counts an RPC's outcome for this peer and logs its failures, rate-limited (issue #16).
+    fn observe<T, E: std::fmt::Display>(&self, result: &Result<T, E>) {
+        let error = result.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        let line = {
+            let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            health.observe(self.target, &self.addr, error, std::time::Instant::now(), FAILURE_REPORT_INTERVAL)
+        };
+        match line {
+            Some((tracing::Level::WARN, line)) => tracing::warn!(peer = self.target, "{line}"),
+            Some((_, line)) => tracing::info!(peer = self.target, "{line}"),
+            None => {}
+        }
+    }
+
     fn client(&self) -> Result<pb::raft_client::RaftClient<Channel>, RPCError<TypeConfig>> {
         let channel = self.net.channel(&self.addr).map_err(|e| RPCError::Unreachable(unreachable(e)))?;
         Ok(pb::raft_client::RaftClient::new(channel)
@@ -286,6 +391,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             let sent = std::time::Instant::now();
             let answer = self.send_append(&part, timeout).await;
             self.net.count_timeout(&answer, sent, timeout);
+            self.observe(&answer);
             if !part.entries.is_empty() {
                 self.slow = match &answer {
                     Err(_) if sent.elapsed() >= timeout => (self.slow + 1).min(MAX_SLOW_DOUBLINGS),
@@ -326,6 +432,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         let sent = std::time::Instant::now();
         let resp = self.client()?.vote(req).await.map_err(|s| status_to_rpc(self.target, s));
         self.net.count_timeout(&resp, sent, timeout);
+        self.observe(&resp);
         self.reply(resp?.into_inner())
     }
 
@@ -417,6 +524,33 @@ impl RaftNetworkV2<TypeConfig> for Connection {
 mod tests {
     use super::*;
     use crate::types::Request;
+
+    /// Issue #16: a peer down makes one line per interval with the count, not one per heartbeat;
+    /// the first failure and the recovery are said at once.
+    #[test]
+    fn a_failing_peer_is_reported_once_per_interval_with_its_count() {
+        let mut h = PeerHealth::default();
+        let t0 = std::time::Instant::now();
+        let every = Duration::from_secs(10);
+        let err = "connection refused";
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let first = h.observe(2, "a:1", Some(&err), at(0), every).expect("the first failure is said");
+        assert_eq!(first.0, tracing::Level::WARN);
+        assert!(first.1.contains("node 2 at a:1") && first.1.contains("connection refused"), "{}", first.1);
+        // Fifty heartbeats in the next ten seconds: silent.
+        for i in 1..=50 {
+            assert_eq!(h.observe(2, "a:1", Some(&err), at(i * 190), every), None, "heartbeat {i}");
+        }
+        let again = h.observe(2, "a:1", Some(&err), at(10_001), every).expect("one line after the interval");
+        assert!(again.1.contains("51 failed calls") && again.1.contains("52 in a row"), "{}", again.1);
+        assert_eq!(h.failures, 52);
+        let back = h.observe(2, "a:1", None, at(10_100), every).expect("the recovery is said");
+        assert_eq!(back.0, tracing::Level::INFO);
+        assert!(back.1.contains("answers again after 52 failed calls"), "{}", back.1);
+        assert_eq!(h.observe(2, "a:1", None, at(10_200), every), None, "successes are silent");
+        assert!(h.observe(2, "a:1", Some(&err), at(10_300), every).is_some(), "a new failure is said at once");
+        assert_eq!(h.failures, 53, "the counter never resets");
+    }
     use kungfu_core::{Action, Command, Principal};
     use kungfu_types::{AgentId, Content, Timestamp};
 

@@ -178,6 +178,7 @@ pub struct RaftNode {
     applied_time: crate::state_machine::AppliedTime,
     applied_limits: crate::state_machine::AppliedLimits,
     rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
+    peer_health: crate::network::PeerFailures,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -186,6 +187,37 @@ impl std::fmt::Debug for RaftNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RaftNode({} at {})", self.id, self.addr)
     }
+}
+
+/// What a node without a leader says of its cluster: no quorum when it reaches fewer than a
+/// majority of the voters, else an election under way.
+pub fn no_quorum_words(reached: usize, voters: usize) -> String {
+    if reached * 2 <= voters {
+        format!("no quorum: {reached} of {voters} voters reachable from this node, leader unknown")
+    } else {
+        format!("{reached} of {voters} voters reachable from this node, leader unknown: an election is under way")
+    }
+}
+
+/// How a raft port answers a call to any other service (issue #16): a client pointed at it by
+/// mistake hears where the API is, instead of an empty `UNIMPLEMENTED`. The SDK recognizes the
+/// prefix ([`kungfu_types::RAFT_PORT_ANSWER`]) and names the API address in its error.
+fn raft_routes(
+    server: pb::raft_server::RaftServer<RaftService>,
+    node_id: NodeId,
+    api: String,
+) -> tonic::service::Routes {
+    let mut routes = tonic::service::Routes::new(server);
+    let message = match Some(api).filter(|a| !a.is_empty()) {
+        Some(api) => format!("{} of node {node_id}; the public API is at {api}", kungfu_types::RAFT_PORT_ANSWER),
+        None => format!("{} of node {node_id}; use the node's api_listen address", kungfu_types::RAFT_PORT_ANSWER),
+    };
+    let router = std::mem::take(routes.axum_router_mut());
+    *routes.axum_router_mut() = router.fallback(move || {
+        let message = message.clone();
+        async move { tonic::Status::unimplemented(message).into_http::<tonic::body::Body>() }
+    });
+    routes
 }
 
 impl RaftNode {
@@ -227,6 +259,7 @@ impl RaftNode {
         let applied_limits = sm.applied_limits().clone();
         let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
         let rpc_timeouts = network.timeouts();
+        let peer_health = network.peer_failures();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
@@ -236,10 +269,11 @@ impl RaftNode {
         let server = pb::raft_server::RaftServer::new(service)
             .max_decoding_message_size(cfg.net.max_message_bytes)
             .max_encoding_message_size(cfg.net.max_message_bytes);
+        let (cfg_node_id, api_advertise_for_fallback) = (cfg.node_id, cfg.api_advertise.clone());
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         // TCP_NODELAY on every accepted socket: tonic ignores its own setting on this path (see
         // `crate::incoming`).
-        let incoming = crate::incoming::nodelay_incoming(listener);
+        let incoming = crate::incoming::guarded_incoming(listener, crate::incoming::ConnectionBounds::default());
         let handle = tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
                 .initial_stream_window_size(crate::network::STREAM_WINDOW_BYTES)
@@ -248,7 +282,7 @@ impl RaftNode {
                 // process, a long GC-like stall) hundreds of cancelled heartbeats arrive at once,
                 // and h2's default (20) would close the connection for it.
                 .http2_max_pending_accept_reset_streams(Some(4096))
-                .add_service(server)
+                .add_routes(raft_routes(server, cfg_node_id, api_advertise_for_fallback))
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stop_rx.await;
                 })
@@ -263,6 +297,7 @@ impl RaftNode {
             state,
             log: log_store,
             rpc_timeouts,
+            peer_health,
             addr,
             advertise,
             api_advertise: cfg.api_advertise.clone(),
@@ -436,28 +471,26 @@ impl RaftNode {
         let metrics = self.raft.metrics();
         let m = metrics.borrow_watched();
         let Some(leader) = m.current_leader else {
-            return Err(format!(
-                "no leader known in term {}: this node cannot reach a quorum of the cluster, or an election is under way",
-                m.current_term
-            ));
+            let term = m.current_term;
+            drop(m);
+            let (reached, voters) = self.reachable_voters();
+            return Err(format!("no leader known in term {term}: {}", no_quorum_words(reached, voters)));
         };
         let voters = m.membership_config.membership().voter_ids().count();
         if leader == self.id && voters > 1 {
-            match &m.last_quorum_acked {
-                Some(at) if at.elapsed() <= quorum_window => {}
-                Some(at) => {
-                    return Err(format!(
-                        "this node leads term {} but no quorum of its {voters} voters has acknowledged it for {} ms",
-                        m.current_term,
-                        at.elapsed().as_millis()
-                    ));
-                }
-                None => {
-                    return Err(format!(
-                        "this node leads term {} but no quorum of its {voters} voters has acknowledged it yet",
-                        m.current_term
-                    ));
-                }
+            let unacked = match &m.last_quorum_acked {
+                Some(at) if at.elapsed() <= quorum_window => None,
+                Some(at) => Some(format!("for {} ms", at.elapsed().as_millis())),
+                None => Some("yet".to_string()),
+            };
+            if let Some(since) = unacked {
+                let term = m.current_term;
+                drop(m);
+                let (reached, _) = self.reachable_voters();
+                return Err(format!(
+                    "this node leads term {term} but no quorum of its {voters} voters has acknowledged it {since} \
+                     ({reached} of {voters} voters reachable from this node)"
+                ));
             }
         }
         let applied = m.last_applied.as_ref().map(|l| l.index).unwrap_or(0);
@@ -528,6 +561,29 @@ impl RaftNode {
     /// (see [`crate::network::replication_deadline`]).
     pub fn rpc_timeouts(&self) -> u64 {
         self.rpc_timeouts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many of the cluster's voters this node reaches (itself included: a peer counts when it
+    /// answered this node's last raft call to it), and how many voters there are: what a node
+    /// without a leader says to a client (issue #16).
+    pub fn reachable_voters(&self) -> (usize, usize) {
+        let metrics = self.raft.metrics();
+        let voters: Vec<NodeId> = metrics.borrow_watched().membership_config.membership().voter_ids().collect();
+        let peers = self.peer_health.lock().unwrap_or_else(|p| p.into_inner());
+        let reached = voters
+            .iter()
+            .filter(|id| {
+                **id == self.id
+                    || peers.get(id).is_some_and(|h| h.lock().unwrap_or_else(|p| p.into_inner()).answering())
+            })
+            .count();
+        (reached, voters.len())
+    }
+
+    /// Failed raft RPCs this node sent, per peer, since it started.
+    pub fn rpc_failures(&self) -> Vec<(NodeId, u64)> {
+        let peers = self.peer_health.lock().unwrap_or_else(|p| p.into_inner());
+        peers.iter().map(|(id, h)| (*id, h.lock().unwrap_or_else(|p| p.into_inner()).failures)).collect()
     }
 
     /// The last log index applied to the state machine.

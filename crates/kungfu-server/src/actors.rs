@@ -155,6 +155,11 @@ impl Actors {
         self.live.lock().await.values().filter(|e| alive(&e.actor)).count()
     }
 
+    /// How many actions are waiting in, or being handled by, the actors' mailboxes now.
+    pub async fn queued(&self) -> usize {
+        self.live.lock().await.values().map(|e| e.pending.load(Ordering::Acquire)).sum()
+    }
+
     /// Runs `cmd` through the actor of `object`, spawning it if needed.
     pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
         let (actor, pending) = {
@@ -184,7 +189,6 @@ impl Actors {
                         object,
                         Entry { actor: actor.clone(), pending: pending.clone(), last_used: Instant::now() },
                     );
-                    metrics::gauge!("kungfu_live_actors").set(live.len() as f64);
                     (actor, pending)
                 }
             }
@@ -225,7 +229,6 @@ impl Actors {
             }
             !quiet && alive(&e.actor)
         });
-        metrics::gauge!("kungfu_live_actors").set(live.len() as f64);
     }
 
     /// Sweeps until `stop` changes.

@@ -116,7 +116,17 @@ impl Backend {
             |id, api| {
                 format!("node {} is not the leader; node {id} is, at {api}: send the same request there", self.node.id)
             },
-            &format!("node {} is not the leader and knows no leader yet; retry shortly", self.node.id),
+            &self.no_leader_words(),
+        )
+    }
+
+    /// What a node that knows no leader says (issue #16): whether it reaches a quorum.
+    pub(crate) fn no_leader_words(&self) -> String {
+        let (reached, voters) = self.node.reachable_voters();
+        format!(
+            "node {} is not the leader and knows no leader ({}); retry shortly",
+            self.node.id,
+            kungfu_raft::node::no_quorum_words(reached, voters)
         )
     }
 

@@ -80,11 +80,42 @@ pub struct ApiSettings {
     /// A node is ready (gRPC health SERVING, `/readyz` 200) only while it has applied within this
     /// many entries of what it knows is committed, besides knowing a leader.
     pub ready_max_lag_entries: u64,
+    /// A connection must send the HTTP/2 preface within this long of connecting, or is closed.
+    pub handshake_timeout_ms: u64,
+    /// A connection that sends nothing for this long is closed. Live clients answer the node's
+    /// HTTP/2 keep-alive pings (every `idle_timeout_ms / 5`), so only dead or silent sockets are.
+    pub idle_timeout_ms: u64,
+    /// Most connections open at once from one IP address; more are closed on accept.
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for ApiSettings {
     fn default() -> ApiSettings {
-        ApiSettings { max_message_bytes: 4 * 1024 * 1024, write_timeout_ms: 10_000, ready_max_lag_entries: 1000 }
+        ApiSettings {
+            max_message_bytes: 4 * 1024 * 1024,
+            write_timeout_ms: 10_000,
+            ready_max_lag_entries: 1000,
+            handshake_timeout_ms: 10_000,
+            idle_timeout_ms: 300_000,
+            max_connections_per_peer: 1024,
+        }
+    }
+}
+
+impl ApiSettings {
+    /// The bounds of every connection to the API listener (issue #16).
+    pub fn connection_bounds(&self) -> kungfu_raft::incoming::ConnectionBounds {
+        kungfu_raft::incoming::ConnectionBounds {
+            handshake_timeout: std::time::Duration::from_millis(self.handshake_timeout_ms),
+            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
+            max_per_peer: self.max_connections_per_peer,
+        }
+    }
+
+    /// How often the node pings each client connection (HTTP/2 keep-alive): five pings fit in the
+    /// idle timeout, so a live client is never closed as silent.
+    pub fn keepalive_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis((self.idle_timeout_ms / 5).max(1))
     }
 }
 
@@ -290,6 +321,15 @@ impl Config {
         }
         if self.api.max_message_bytes < 64 * 1024 {
             return Err(bad("api.max_message_bytes", "must be at least 65536"));
+        }
+        if self.api.handshake_timeout_ms == 0 || self.api.idle_timeout_ms < 1_000 {
+            return Err(bad(
+                "api.handshake_timeout_ms",
+                "handshake_timeout_ms must be at least 1 and idle_timeout_ms at least 1000",
+            ));
+        }
+        if self.api.max_connections_per_peer == 0 {
+            return Err(bad("api.max_connections_per_peer", "must be at least 1"));
         }
         if matches!(&self.operator_token, Some(t) if t.len() < 16) {
             return Err(bad("operator_token", "must be at least 16 characters"));

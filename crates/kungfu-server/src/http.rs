@@ -1,4 +1,5 @@
-//! The HTTP listener (`http_listen`): where the MCP door (`kungfu-mcp`) is mounted, at `/mcp`.
+//! The HTTP listener (`http_listen`): where the MCP door (`kungfu-mcp`) is mounted, at `/mcp`,
+//! beside the probes (`/healthz`, `/readyz`) and the Prometheus metrics (`/metrics`, metrics.rs).
 //!
 //! The door is a client of this node's own public API: it holds a gRPC channel to the API
 //! listener over loopback, so an MCP call is authenticated, rate-limited, forwarded to the leader
@@ -73,7 +74,9 @@ pub async fn serve(
             options.allowed_origins = bound_config.mcp_allowed_origins();
         }
     }
-    let router = kungfu_mcp::http_router(door, options, stop.clone()).merge(probes(backend));
+    let router = kungfu_mcp::http_router(door, options, stop.clone())
+        .merge(probes(backend))
+        .merge(crate::metrics::route(config.data_dir.clone()));
     // The client's address reaches the door as `ConnectInfo` in each request's extensions. No
     // Nagle on accepted sockets: an answer's last small write must not wait for a delayed ACK.
     let service = router.into_make_service_with_connect_info::<SocketAddr>();

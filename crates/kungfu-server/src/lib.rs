@@ -19,7 +19,7 @@
 //!   services, request forwarding and oversize refusals, serving with health and reflection.
 //! - [`http`]: the HTTP listener (`http_listen`), where the MCP door (`kungfu-mcp`) is mounted at
 //!   `/mcp` as a client of this node's own API.
-//! - [`metrics`]: Prometheus metrics (actions, rejections, raft, deadline lateness).
+//! - [`metrics`]: Prometheus metrics, on by default (actions, refusals, raft, actors, process, disk, build).
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
 //! - [`secrets`]: generation of agent keys and admission grants.
 //! - [`server`]: start, bootstrap, serve, shut down.

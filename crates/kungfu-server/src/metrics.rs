@@ -1,19 +1,156 @@
-//! Prometheus metrics. Every metric a person would alert on is named here, with what it means;
-//! `docs/operations.md` lists the alerts. Recording is cheap (atomic counters and histograms from
-//! the `metrics` crate); the exporter serves `/metrics` on its own listener.
+//! Prometheus metrics, on by default (issue #16): `/metrics` on the node's HTTP listener (and on
+//! `metrics_listen` when that is set too). Every family is described here with its `# HELP`, so
+//! `promtool check metrics` accepts the exposition; `docs/operations.md` lists the alerts built on
+//! them. Recording is cheap (atomic counters and histograms from the `metrics` crate); what is
+//! costly to read (process, disk) is read when scraped, and the raft and actor gauges once a
+//! second by [`publish_gauges`].
+//!
+//! One recorder serves the whole process ([`handle`]): a test process running several nodes
+//! shares it, as it shares the process.
 
 use kungfu_raft::RaftNode;
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::PrometheusHandle;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// Starts the Prometheus exporter on `listen`. Call once per process, inside the runtime.
-pub fn install(listen: SocketAddr) -> anyhow::Result<()> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(listen)
+/// The package version, the commit and the compiler this binary was built from (build.rs).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const COMMIT: &str = env!("KUNGFU_COMMIT");
+pub const BUILD_DATE: &str = env!("KUNGFU_BUILD_DATE");
+pub const RUSTC: &str = env!("KUNGFU_RUSTC");
+
+static RECORDER: OnceLock<(PrometheusHandle, metrics_process::Collector)> = OnceLock::new();
+
+/// The process's recorder, installed (and every family described) on first use.
+pub fn handle() -> anyhow::Result<&'static PrometheusHandle> {
+    if let Some((h, _)) = RECORDER.get() {
+        return Ok(h);
+    }
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])?
-        .install()?;
-    Ok(())
+        .build_recorder();
+    let handle = recorder.handle();
+    // Another thread may have won the race: only the winner's recorder becomes global.
+    let mut installed = false;
+    let (h, _) = RECORDER.get_or_init(|| {
+        installed = metrics::set_global_recorder(recorder).is_ok();
+        (handle, metrics_process::Collector::default())
+    });
+    if installed {
+        describe();
+        if let Some((_, process)) = RECORDER.get() {
+            process.describe();
+        }
+        metrics::gauge!("kungfu_build_info", "version" => VERSION, "commit" => COMMIT, "rustc" => RUSTC, "build_date" => BUILD_DATE)
+            .set(1.0);
+    }
+    Ok(h)
+}
+
+/// The exposition for one scrape: reads the process and the data directory's disk first.
+pub fn render(data_dir: &Path) -> String {
+    let Some((handle, process)) = RECORDER.get() else {
+        return String::new();
+    };
+    process.collect();
+    disk(data_dir);
+    handle.render()
+}
+
+/// `# HELP` of every family this crate records (the process families describe themselves).
+fn describe() {
+    describe_gauge!(
+        "kungfu_build_info",
+        "Always 1; the labels name the version, commit, compiler and build date of this binary."
+    );
+    describe_counter!(
+        "kungfu_actions_total",
+        "Replicated actions by kind and outcome (ok, replayed, a rejection code, NOT_LEADER or indeterminate)."
+    );
+    describe_histogram!(
+        "kungfu_action_seconds",
+        Unit::Seconds,
+        "Time from an action's proposal to its applied answer."
+    );
+    describe_counter!("kungfu_edge_refusals_total", "Requests refused before replication, by code.");
+    describe_histogram!(
+        "kungfu_deadline_lateness_seconds",
+        Unit::Seconds,
+        "How late the leader ended each passed deadline (ended minus due)."
+    );
+    describe_counter!("kungfu_deadlines_ended_total", "Obligations ended by their deadline on this node as leader.");
+    describe_counter!("kungfu_forwarded_calls_total", "Calls this node forwarded to the leader.");
+    describe_gauge!("kungfu_live_actors", "Object actors alive on this node.");
+    describe_gauge!("kungfu_actor_queued_actions", "Actions waiting in or handled by object actors' mailboxes now.");
+    describe_gauge!(
+        "kungfu_ready",
+        "1 while this node serves writes and linearizable reads (the /readyz rule), else 0."
+    );
+    describe_gauge!("kungfu_raft_term", "This node's current raft term.");
+    describe_gauge!("kungfu_raft_is_leader", "1 while this node is the raft leader, else 0.");
+    describe_gauge!("kungfu_raft_leader_known", "1 while this node knows a leader, else 0.");
+    describe_gauge!("kungfu_raft_voters", "Voters in the cluster's membership as this node knows it.");
+    describe_gauge!("kungfu_raft_last_log_index", "Index of the last entry in this node's log.");
+    describe_gauge!("kungfu_raft_committed_index", "Index of the last entry this node knows committed.");
+    describe_gauge!("kungfu_raft_applied_index", "Index of the last entry this node applied to its state.");
+    describe_gauge!("kungfu_raft_snapshot_index", "Index of the last entry in this node's latest snapshot.");
+    describe_gauge!(
+        "kungfu_raft_commit_lag_entries",
+        "Entries in this node's log not yet known committed (last log index minus committed index)."
+    );
+    describe_gauge!("kungfu_raft_apply_lag_entries", "Committed entries not yet applied on this node.");
+    describe_gauge!(
+        "kungfu_raft_follower_lag_entries",
+        "On the leader: entries a follower is behind the leader's log."
+    );
+    describe_counter!(
+        "kungfu_raft_rpc_timeouts_total",
+        "Raft AppendEntries and votes this node sent that ran out of their deadline."
+    );
+    describe_counter!("kungfu_raft_rpc_failures_total", "Raft RPCs this node sent to a peer that failed, by peer.");
+    describe_gauge!("kungfu_data_dir_bytes", Unit::Bytes, "Bytes of the files in this node's data directory.");
+    describe_gauge!(
+        "kungfu_data_dir_free_bytes",
+        Unit::Bytes,
+        "Bytes free to this process on the data directory's filesystem."
+    );
+    describe_gauge!("kungfu_data_dir_size_bytes", Unit::Bytes, "Size of the data directory's filesystem.");
+}
+
+/// Serves `/metrics` alone on `listen` (the optional `metrics_listen`; the HTTP listener serves it
+/// too) until `stop` is cancelled.
+pub async fn serve_alone(
+    listen: SocketAddr,
+    data_dir: PathBuf,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("configuration: metrics_listen: cannot listen on {listen}: {e}"))?;
+    let app = axum::Router::new().merge(route(data_dir));
+    Ok(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await {
+            tracing::error!(error = %e, "the metrics listener failed");
+        }
+    }))
+}
+
+/// The `/metrics` route, in Prometheus' text format.
+pub fn route(data_dir: PathBuf) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let data_dir = data_dir.clone();
+            async move {
+                // Walking the data directory touches the filesystem: off the async workers.
+                let body = tokio::task::spawn_blocking(move || render(&data_dir)).await.unwrap_or_default();
+                ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+            }
+        }),
+    )
 }
 
 /// One replicated action: `kungfu_actions_total{kind, outcome}` (outcome `ok`, `replayed`, a
@@ -34,29 +171,82 @@ pub fn deadline_lateness(late: Duration) {
     metrics::counter!("kungfu_deadlines_ended_total").increment(1);
 }
 
-/// Publishes this node's raft state every second until `stop` changes.
-pub async fn raft_gauges(node: Arc<RaftNode>, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// The data directory's size and its filesystem's free space.
+fn disk(data_dir: &Path) {
+    metrics::gauge!("kungfu_data_dir_bytes").set(dir_bytes(data_dir) as f64);
+    if let Ok(fs) = rustix::fs::statvfs(data_dir) {
+        let block = fs.f_frsize.max(1);
+        metrics::gauge!("kungfu_data_dir_free_bytes").set((fs.f_bavail.saturating_mul(block)) as f64);
+        metrics::gauge!("kungfu_data_dir_size_bytes").set((fs.f_blocks.saturating_mul(block)) as f64);
+    }
+}
+
+/// The bytes of every file under `dir` (files that vanish while it walks, as compaction removes
+/// them, are skipped).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Publishes this node's raft, readiness and actor gauges every second until `stop` changes.
+pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let node: &Arc<RaftNode> = &backend.node;
     loop {
         let m = node.metrics();
+        let index = |l: &Option<kungfu_raft::types::LogId>| l.as_ref().map(|l| l.index).unwrap_or(0);
+        let last = m.last_log_index.unwrap_or(0);
+        let (committed, applied) = (index(&m.committed), index(&m.last_applied));
         metrics::gauge!("kungfu_raft_term").set(m.current_term as f64);
-        metrics::gauge!("kungfu_raft_is_leader").set(if kungfu_raft::node::leader_in(&m) == Some(node.id) {
-            1.0
-        } else {
-            0.0
-        });
-        metrics::gauge!("kungfu_raft_last_log_index").set(m.last_log_index.unwrap_or(0) as f64);
-        metrics::gauge!("kungfu_raft_applied_index").set(m.last_applied.map(|l| l.index).unwrap_or(0) as f64);
+        let leader = kungfu_raft::node::leader_in(&m);
+        metrics::gauge!("kungfu_raft_is_leader").set(if leader == Some(node.id) { 1.0 } else { 0.0 });
+        metrics::gauge!("kungfu_raft_leader_known").set(if leader.is_some() { 1.0 } else { 0.0 });
+        metrics::gauge!("kungfu_raft_last_log_index").set(last as f64);
+        metrics::gauge!("kungfu_raft_committed_index").set(committed as f64);
+        metrics::gauge!("kungfu_raft_applied_index").set(applied as f64);
+        metrics::gauge!("kungfu_raft_snapshot_index").set(index(&m.snapshot) as f64);
+        metrics::gauge!("kungfu_raft_commit_lag_entries").set(last.saturating_sub(committed) as f64);
+        metrics::gauge!("kungfu_raft_apply_lag_entries").set(committed.saturating_sub(applied) as f64);
         metrics::gauge!("kungfu_raft_voters").set(m.membership_config.membership().voter_ids().count() as f64);
         if let Some(repl) = &m.replication {
-            let last = m.last_log_index.unwrap_or(0);
             for (id, matched) in repl.iter() {
-                let lag = last.saturating_sub(matched.as_ref().map(|l| l.index).unwrap_or(0));
+                let lag = last.saturating_sub(index(matched));
                 metrics::gauge!("kungfu_raft_follower_lag_entries", "node" => id.to_string()).set(lag as f64);
             }
         }
+        metrics::counter!("kungfu_raft_rpc_timeouts_total").absolute(node.rpc_timeouts());
+        for (peer, failures) in node.rpc_failures() {
+            metrics::counter!("kungfu_raft_rpc_failures_total", "peer" => peer.to_string()).absolute(failures);
+        }
+        metrics::gauge!("kungfu_ready").set(if backend.readiness().is_ok() { 1.0 } else { 0.0 });
+        metrics::gauge!("kungfu_live_actors").set(backend.actors.live().await as f64);
+        metrics::gauge!("kungfu_actor_queued_actions").set(backend.actors.queued().await as f64);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_directory_size_counts_every_file_below_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a"), vec![0u8; 1000]).expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        std::fs::write(dir.path().join("sub/b"), vec![0u8; 24]).expect("write");
+        assert_eq!(dir_bytes(dir.path()), 1024);
+        assert_eq!(dir_bytes(&dir.path().join("missing")), 0);
     }
 }

@@ -55,11 +55,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let scheduler = tokio::spawn(crate::deadlines::run(backend.clone(), stop_rx.clone()));
-    if let Some(addr) = config.metrics_listen {
-        crate::metrics::install(addr)?;
-        tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
-    }
-    let gauges = tokio::spawn(crate::metrics::raft_gauges(node.clone(), stop_rx.clone()));
+    // Metrics are on by default: the HTTP listener serves `/metrics`; `metrics_listen` adds a
+    // listener of their own (issue #16).
+    crate::metrics::handle()?;
+    let metrics_stop = tokio_util::sync::CancellationToken::new();
+    let metrics_alone = match config.metrics_listen {
+        Some(addr) => {
+            let served = crate::metrics::serve_alone(addr, config.data_dir.clone(), metrics_stop.clone()).await?;
+            tracing::info!(metrics = %addr, "serving Prometheus metrics at http://{addr}/metrics");
+            Some(served)
+        }
+        None => None,
+    };
+    let gauges = tokio::spawn(crate::metrics::publish_gauges(backend.clone(), stop_rx.clone()));
     let sweeper = tokio::spawn(backend.actors.clone().run_sweeper(stop_rx));
 
     // Open watch streams would hold the door's graceful shutdown forever; they end when it begins.
@@ -87,7 +95,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 .await
                 .map_err(|e| anyhow::anyhow!("configuration: http_listen: cannot listen on {addr}: {e}"))?;
             let url = crate::http::mcp_url(&config, http_listener.local_addr()?);
-            tracing::info!(api = %api, mcp = %url, "serving the public API at {api}; MCP at {url}");
+            let http_at = http_listener.local_addr()?;
+            tracing::info!(
+                api = %api,
+                mcp = %url,
+                "serving the public API at {api}; MCP at {url}; metrics at http://{http_at}/metrics, probes at /healthz and /readyz"
+            );
             let (config, stop, b) = (config.clone(), http_stop.clone(), backend.clone());
             Some(tokio::spawn(async move { crate::http::serve(&config, api, b, http_listener, stop).await }))
         }
@@ -124,6 +137,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 http.abort();
             }
         }
+    }
+    metrics_stop.cancel();
+    if let Some(served) = metrics_alone {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, served).await;
     }
     let _ = stop_tx.send(true);
     let _ = scheduler.await;

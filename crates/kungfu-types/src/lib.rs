@@ -25,3 +25,7 @@ pub use rejection::{Code, FakReason, NextStep, Rejection};
 pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash};
 pub use role::Role;
 pub use time::{Micros, Timestamp};
+
+/// How a node's raft port begins its answer to a call that is not raft (a client pointed at the
+/// wrong port): the rest names the node and its API address. The SDK recognizes it (issue #16).
+pub const RAFT_PORT_ANSWER: &str = "this is a Kungfu raft port";

@@ -37,16 +37,34 @@ struct Args {
     #[arg(long, env = "KUNGFU_OPERATOR_TOKEN", hide_env_values = true)]
     operator_token: Option<String>,
     /// Log filter (tracing `EnvFilter` syntax). The MCP door's protocol library (rmcp) logs every
-    /// session at info: warnings only by default.
-    #[arg(long, env = "KUNGFU_LOG", default_value = "info,openraft=warn,rmcp=warn", global = true)]
+    /// session at info: warnings only by default. openraft's own warnings repeat per heartbeat in
+    /// its debug format: errors only by default; the raft network logs a failing peer itself, once
+    /// per interval with a count.
+    #[arg(long, env = "KUNGFU_LOG", default_value = "info,openraft=error,rmcp=warn", global = true)]
     log: String,
+    /// Log lines as human text, or as one JSON object per line (for a log shipper).
+    #[arg(long, env = "KUNGFU_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 /// What to do instead of running the node.
 #[derive(clap::Subcommand, Debug)]
 enum Command {
+    /// Reads and checks a configuration file as `kungfud --config FILE` would, without starting a
+    /// node: exits 0 and summarizes it when the node could start from it, else exits 2 naming the
+    /// setting at fault.
+    CheckConfig {
+        /// The TOML configuration file.
+        file: PathBuf,
+    },
     /// Creates the node's data directory (which must be new or empty) from a backup written by
     /// `AdminService.Backup`, checked against its SHA-256, and exits. Give the same settings
     /// (`--config` or flags) the node will run with: the restored node is a one-node cluster at
@@ -58,9 +76,59 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(&args.log)).with_target(false).init();
+    init_logs(&args);
+    // The error itself, not a backtrace's last line (RUST_BACKTRACE set): `kungfu cluster restore`
+    // shows the last line a failing `kungfud` wrote (issue #16).
+    match run(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(if e.downcast_ref::<kungfu_server::config::ConfigError>().is_some() {
+                2
+            } else {
+                1
+            })
+        }
+    }
+}
+
+/// Logs to standard output, as text or JSON; colours only on a terminal and never with
+/// `NO_COLOR` set (no escape codes in a log file, issue #16).
+fn init_logs(args: &Args) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::new(&args.log);
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::stdout().is_terminal() && !no_color;
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    match args.log_format {
+        LogFormat::Text => logs.with_ansi(ansi).init(),
+        LogFormat::Json => logs.json().with_ansi(false).with_current_span(true).init(),
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(Command::CheckConfig { file }) = &args.command {
+        let config = Config::from_file(file)?;
+        config.validate()?;
+        println!(
+            "ok: {} is a valid configuration of node {} of cluster {:?}: data in {}, API at {}, raft at {}, HTTP {}, {} initial voter(s){}",
+            file.display(),
+            config.node_id,
+            config.cluster_id,
+            config.data_dir.display(),
+            config.api_advertise(),
+            config.raft_advertise(),
+            config
+                .http_listen
+                .map(|h| format!("at {h} (MCP, /metrics, /healthz, /readyz)"))
+                .unwrap_or_else(|| "off".into()),
+            config.voters().len(),
+            if config.operator_token.is_some() { ", operator calls enabled" } else { "" },
+        );
+        return Ok(());
+    }
     let mut config = match &args.config {
         Some(p) => Config::from_file(p)?,
         None => Config::default(),

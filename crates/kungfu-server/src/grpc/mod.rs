@@ -140,6 +140,10 @@ pub async fn serve(
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let reflection = reflection().build_v1()?;
     let served = tonic::transport::Server::builder()
+        // Pings keep a live client's connection from looking silent to the idle timeout, and find
+        // a dead one (no answer within the timeout closes it).
+        .http2_keepalive_interval(Some(b.config.api.keepalive_interval()))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
         .layer(client_addr::ClientAddrLayer { b: b.clone() })
         .layer(forward::ForwardLayer::new(b.clone()))
         .layer(oversize::OversizeLayer { max_message_bytes: max })
@@ -183,8 +187,12 @@ pub async fn serve(
         )
         .add_service(admin::service(b.clone()))
         .add_service(watch::service(watches, max))
-        // TCP_NODELAY on every accepted socket: tonic ignores its own setting on this path.
-        .serve_with_incoming_shutdown(kungfu_raft::incoming::nodelay_incoming(listener), shutdown)
+        // TCP_NODELAY on every accepted socket (tonic ignores its own setting on this path), a
+        // handshake and an idle timeout, and a bound per peer (issue #16).
+        .serve_with_incoming_shutdown(
+            kungfu_raft::incoming::guarded_incoming(listener, b.config.api.connection_bounds()),
+            shutdown,
+        )
         .await;
     watcher.abort();
     for name in HEALTH_NAMES {
