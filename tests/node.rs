@@ -484,3 +484,104 @@ async fn an_undecodable_request_body_is_invalid_argument_naming_the_method() {
     assert_eq!(r.field.as_deref(), Some("request"));
     assert!(r.message.contains("kungfu.v1.ThreadService/Post"), "{r:?}");
 }
+
+/// Issue #16, deliverable 7: a node logging to a file (not a terminal) writes no ANSI escape codes,
+/// and `--log-format json` writes one JSON object a line with the level, the message and the
+/// fields, which a log shipper can parse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_carry_no_colour_codes_in_a_file_and_json_on_request() {
+    let mut cluster = Cluster::start(1, "");
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let _ = register_when_serving(&anon, "logs", || cluster.logs()).await;
+    let text = cluster.nodes[&1].log();
+    assert!(text.contains("INFO") && text.contains("serving the public API"), "{text}");
+    assert!(!text.contains('\u{1b}'), "escape codes in a log file:\n{text:?}");
+    drop(anon);
+
+    let node = cluster.nodes.get_mut(&1).expect("node");
+    assert!(node.terminate(), "clean stop:\n{}", node.log());
+    let log_path = node.config.with_extension("json.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let mut child = std::process::Command::new(kungfud())
+        .arg("--config")
+        .arg(&node.config)
+        .args(["--log-format", "json"])
+        .env("KUNGFU_LOG", "info")
+        .stdout(std::process::Stdio::from(log.try_clone().expect("log")))
+        .stderr(std::process::Stdio::from(log))
+        .spawn()
+        .expect("spawn kungfud --log-format json");
+    let start = Instant::now();
+    let text = loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if text.contains("serving the public API") {
+            break text;
+        }
+        if start.elapsed() > BOUND {
+            let _ = child.kill();
+            panic!("the node never said it serves:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 2, "{text}");
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object a line ({e}): {line}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{line}");
+        assert!(v["fields"]["message"].is_string(), "{line}");
+    }
+    let serving = lines.iter().find(|l| l.contains("serving the public API")).expect("serving line");
+    let v: serde_json::Value = serde_json::from_str(serving).expect("json");
+    assert_eq!(v["level"], "INFO", "{serving}");
+    assert_eq!(v["fields"]["api"], node.api.to_string(), "the field is a JSON value of its own: {serving}");
+}
+
+/// Issue #16, deliverable 4: one peer cannot hold more than `api.max_connections_per_peer`
+/// connections to the API port (the ones past it are closed on accept), and a connection that
+/// never completes the HTTP/2 handshake is closed after `api.handshake_timeout_ms`; a real client
+/// is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_port_bounds_connections_per_peer_and_closes_silent_ones() {
+    use tokio::io::AsyncReadExt;
+    // Whether the node closed `s` (EOF or reset) within `wait`; false if it is still open.
+    async fn closed_within(s: &mut tokio::net::TcpStream, wait: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(wait, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => true,
+            Ok(Ok(n)) => panic!("the node sent {n} bytes to a peer that never spoke HTTP/2"),
+            Err(_) => false,
+        }
+    }
+    let cluster = Cluster::start(1, "[api]\nhandshake_timeout_ms = 8000\nmax_connections_per_peer = 4\n");
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let _ = register_when_serving(&anon, "bounds", || cluster.logs()).await;
+    let api = cluster.nodes[&1].api;
+    // The client holds one connection; of 8 silent ones, 3 fit under the bound of 4 and 5 are
+    // closed on accept (well before the 8 s handshake timeout closes the others).
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(tokio::net::TcpStream::connect(api).await.expect("connect"));
+    }
+    let mut open = Vec::new();
+    for mut s in silent {
+        if !closed_within(&mut s, Duration::from_millis(1500)).await {
+            open.push(s);
+        }
+    }
+    assert_eq!(open.len(), 3, "connections past the per-peer bound must be closed on accept");
+    // The client's own connection is unaffected.
+    let (_, still) = register_when_serving(&anon, "bounds-after", || cluster.logs()).await;
+    drop(still);
+    // The silent ones that were let in are closed by the handshake timeout, not held forever.
+    let start = Instant::now();
+    for mut s in open {
+        assert!(closed_within(&mut s, BOUND).await, "a silent connection was held open past {BOUND:?}");
+    }
+    println!("silent connections closed {:?} after the check", start.elapsed());
+    // Their places are free again: a new client connects and is served.
+    let fresh = Client { channel: connect(api).await, key: None };
+    let _ = register_when_serving(&fresh, "bounds-fresh", || cluster.logs()).await;
+}
