@@ -1119,6 +1119,29 @@ mod tests {
     use kungfu_client::TransportKind;
 
     #[test]
+    fn operator_commands_send_the_profiles_token_file_unless_a_key_is_given() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("operator-token");
+        std::fs::write(&file, "dev-operator-token-1\n").expect("write");
+        let file = file.display().to_string();
+        let saved = Profile {
+            agent_key: Some("kf_ag_1".into()),
+            operator_token_file: Some(file.clone()),
+            ..Profile::default()
+        };
+        let (key, source) = command_key(None, &saved, true).expect("the token file");
+        assert_eq!((key.as_deref(), source), (Some("dev-operator-token-1"), KeySource::ProfileOperatorToken(file)));
+        let (key, source) = command_key(Some("given".into()), &saved, true).expect("a given key");
+        assert_eq!((key.as_deref(), source), (Some("given"), KeySource::Given), "--key beats the profile");
+        let (key, source) = command_key(None, &saved, false).expect("an agent command");
+        assert_eq!((key.as_deref(), source), (Some("kf_ag_1"), KeySource::ProfileAgentKey), "agents never send it");
+        let gone = Profile { operator_token_file: Some(dir.path().join("gone").display().to_string()), ..saved };
+        let e = command_key(None, &gone, true).expect_err("a missing token file");
+        assert_eq!(e.field.as_deref(), Some("operator_token_file"));
+        assert_eq!(command_key(None, &Profile::default(), true).expect("no key").1, KeySource::None);
+    }
+
+    #[test]
     fn a_retry_line_says_what_it_waits_for_with_the_attempt_and_time() {
         let mut r = Retrying {
             attempt: 3,
