@@ -29,7 +29,8 @@ pub struct Cli {
     #[arg(long = "endpoint", global = true, env = "KUNGFU_ENDPOINTS", value_delimiter = ',')]
     pub endpoints: Vec<String>,
     /// The agent's bearer key (for `cluster` commands: the operator token). Default: the profile's
-    /// agent key.
+    /// agent key (for `cluster` commands: the operator token file the profile names, which
+    /// `kungfu dev up` records in the profile `dev`).
     #[arg(long, global = true, env = "KUNGFU_KEY", hide_env_values = true)]
     pub key: Option<String>,
     /// The profile to read defaults from (and that `register` writes).
@@ -161,11 +162,38 @@ pub enum Command {
         #[arg(long)]
         list_tools: bool,
     },
+    /// Print a completion script for a shell on stdout: `kungfu completions bash > ~/.local/share/bash-completion/completions/kungfu`
+    /// (zsh: a file `_kungfu` in a directory of `$fpath`; fish: `~/.config/fish/completions/kungfu.fish`).
+    Completions {
+        /// The shell: bash, zsh or fish.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
     /// End-to-end benchmarks through the public API against a fresh local cluster of `kungfud`
     /// processes that the command starts, and kills and removes at the end. Use release builds:
     /// `cargo build --release --bin kungfu --bin kungfud`.
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+/// The shells `kungfu completions` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the completion script of `shell` for the whole grammar (every subcommand and flag), as
+/// `clap_complete` generates it from [`Cli`].
+pub fn completions(shell: CompletionShell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory;
+    let shell = match shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut Cli::command(), "kungfu", out);
 }
 
 /// The scenarios of `kungfu demo` besides the default one.
@@ -454,6 +482,21 @@ pub enum DevCmd {
     Status {
         #[command(flatten)]
         dir: DevDir,
+    },
+    /// Restart one node of the local cluster, stopped or running, with its config and data: a
+    /// running node is stopped first (SIGTERM, then SIGKILL after a bounded wait).
+    Restart {
+        #[command(flatten)]
+        dir: DevDir,
+        /// The node's number, from 1 to the number of nodes `dev up` started.
+        node: u16,
+        /// The `kungfud` binary; default: the one `dev up` started, else $KUNGFUD, else next to
+        /// `kungfu`, else on PATH.
+        #[arg(long)]
+        kungfud: Option<String>,
+        /// How long to wait for the node to serve and know the leader, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
     },
 }
 
@@ -748,4 +791,21 @@ pub enum ClusterCmd {
         #[arg(long)]
         kungfud: Option<String>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shell_gets_a_script_naming_the_subcommands() {
+        for shell in [CompletionShell::Bash, CompletionShell::Zsh, CompletionShell::Fish] {
+            let mut out = Vec::new();
+            completions(shell, &mut out);
+            let script = String::from_utf8(out).expect("UTF-8");
+            for word in ["kungfu", "register", "mailbox", "completions", "restart", "endpoint"] {
+                assert!(script.contains(word), "{shell:?}: no `{word}` in the script");
+            }
+        }
+    }
 }

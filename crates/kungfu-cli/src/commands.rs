@@ -4,7 +4,7 @@
 use crate::cli::{AssignmentCmd, Cli, ClusterCmd, Command, Content, MemoryCmd, TaskCmd, ThreadCmd};
 use crate::contract;
 use crate::error::CliError;
-use crate::output::{self, content_text, instant, pairs, table, to_json};
+use crate::output::{self, cell, content_text, instant, pairs, table, to_json};
 use crate::profile::{self, Profile};
 use kungfu_client::{Client, ClientOptions, Post, RetryCause, RetryHook, Retrying, Written, pb};
 use serde_json::{Value, json};
@@ -23,9 +23,40 @@ pub(crate) struct Ctx {
     pub(crate) json: bool,
     key: Option<String>,
     options: ClientOptions,
-    /// Whether the key sent came from the profile (an agent key) rather than `--key` or
-    /// `KUNGFU_KEY`.
-    key_from_profile: bool,
+    /// Where the key sent came from, so a refused operator token is explained.
+    key_source: KeySource,
+}
+
+/// Where a command's key came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KeySource {
+    /// `--key` or `KUNGFU_KEY`.
+    Given,
+    /// The profile's agent key.
+    ProfileAgentKey,
+    /// The operator token file the profile names (`kungfu dev up` records it in the profile `dev`).
+    ProfileOperatorToken(String),
+    /// No key at all.
+    None,
+}
+
+/// The key of a command: `--key` or `KUNGFU_KEY`, else for an operator command the token in the
+/// profile's operator token file, else the profile's agent key.
+fn command_key(
+    given: Option<String>,
+    saved: &Profile,
+    operator: bool,
+) -> Result<(Option<String>, KeySource), CliError> {
+    if let Some(k) = given.filter(|k| !k.is_empty()) {
+        return Ok((Some(k), KeySource::Given));
+    }
+    if let (true, Some(file)) = (operator, saved.operator_token_file.as_ref()) {
+        return Ok((Some(profile::read_operator_token(file)?), KeySource::ProfileOperatorToken(file.clone())));
+    }
+    Ok(match &saved.agent_key {
+        Some(k) => (Some(k.clone()), KeySource::ProfileAgentKey),
+        None => (None, KeySource::None),
+    })
 }
 
 impl Ctx {
@@ -62,9 +93,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     let profiles = profile::load()?;
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
     let endpoints = endpoints(&cli, &saved);
-    let given = cli.key.clone().filter(|k| !k.is_empty());
-    let key_from_profile = given.is_none() && saved.agent_key.is_some();
-    let key = given.or_else(|| saved.agent_key.clone());
+    // Every `cluster` command but `restore` (local work on this machine) sends the operator token.
+    let operator = matches!(&cli.command, Command::Cluster(c) if !matches!(c, ClusterCmd::Restore { .. }));
+    let (key, key_source) = command_key(cli.key.clone(), &saved, operator)?;
     let options = ClientOptions {
         call_timeout: Duration::from_secs(cli.timeout_secs.max(1)),
         connect_timeout: cli.connect_timeout,
@@ -73,9 +104,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         ..ClientOptions::default()
     };
     let client = Client::connect(endpoints.clone(), key, options.clone()).await?;
-    let ctx = Ctx { client, json: cli.json, key: cli.idempotency_key.clone(), options, key_from_profile };
+    let ctx = Ctx { client, json: cli.json, key: cli.idempotency_key.clone(), options, key_source };
     match cli.command {
-        Command::Register { no_save } => register(&ctx, &cli.profile, endpoints, no_save).await,
+        Command::Register { no_save } => register(&ctx, &cli.profile, &saved, endpoints, no_save).await,
         Command::Turn => turn(&ctx).await,
         Command::Opportunities => opportunities(&ctx).await,
         Command::Ws { object } => working_set(&ctx, &object).await,
@@ -93,8 +124,12 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Barrier(args) => crate::coordination::barrier(&ctx, args).await,
         // `bench` runs on its own runtime and never reaches here (main.rs).
-        Command::Dev(_) | Command::Demo { .. } | Command::Bench(_) | Command::Mcp { .. } => {
-            Err(CliError::other("dev, demo, bench and mcp are handled before connecting"))
+        Command::Dev(_)
+        | Command::Demo { .. }
+        | Command::Bench(_)
+        | Command::Mcp { .. }
+        | Command::Completions { .. } => {
+            Err(CliError::other("dev, demo, bench, mcp and completions are handled before connecting"))
         }
         Command::Watch(c) => watch(&ctx, c).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
@@ -169,14 +204,9 @@ fn role(s: &str) -> Result<pb::Role, CliError> {
     }
 }
 
-/// A value of a JSON object as plain text for a table.
-pub(crate) fn plain(v: &Value) -> String {
-    match v {
-        Value::Null => "-".to_string(),
-        Value::String(s) => s.clone(),
-        Value::Array(items) => items.iter().map(plain).collect::<Vec<_>>().join(","),
-        other => other.to_string(),
-    }
+/// Optional text for a table: the text, or `-`.
+fn plain(v: &Value) -> String {
+    cell("", v)
 }
 
 /// Prints the outcome of a write: its receipt, whether it was replayed, the key it used, and
@@ -194,18 +224,11 @@ pub(crate) fn written(ctx: &Ctx, receipt: &Option<pb::Receipt>, replayed: bool, 
     let kind = receipt.as_ref().map(|r| r.kind.clone()).unwrap_or_default();
     let seq = receipt.as_ref().and_then(|r| r.seq).map(|s| format!(" (seq {s})")).unwrap_or_default();
     println!("ok: {kind}{seq}{}", if replayed { " (replayed: the stored result of this key)" } else { "" });
-    let mut rows: Vec<(String, String)> = Vec::new();
-    if let Some(Value::Object(cases)) = receipt_json.get("result") {
-        for case in cases.values() {
-            if let Value::Object(fields) = case {
-                rows.extend(fields.iter().map(|(k, v)| (k.clone(), plain(v))));
-            }
-        }
-    }
+    let mut rows = output::result_rows(&receipt_json);
     for (k, v) in extra {
         // A field the receipt already shows (such as the new agent's id) is shown once.
         if !rows.iter().any(|(shown, _)| shown == k) {
-            rows.push((k.to_string(), plain(&v)));
+            rows.push((k.to_string(), cell(k, &v)));
         }
     }
     rows.push(("idempotency key".to_string(), key.to_string()));
@@ -222,12 +245,25 @@ macro_rules! done {
     }};
 }
 
-async fn register(ctx: &Ctx, name: &str, endpoints: Vec<String>, no_save: bool) -> Result<(), CliError> {
+async fn register(
+    ctx: &Ctx,
+    name: &str,
+    saved: &Profile,
+    endpoints: Vec<String>,
+    no_save: bool,
+) -> Result<(), CliError> {
     let r = ctx.client.register(ctx.idem()).await?;
     let path = if no_save {
         None
     } else {
-        let p = Profile { endpoints, agent_key: Some(r.agent_key.clone()), agent_id: Some(r.agent.clone()) };
+        // The profile keeps its operator token file: registering an agent in `dev` leaves the
+        // operator commands working.
+        let p = Profile {
+            endpoints,
+            agent_key: Some(r.agent_key.clone()),
+            agent_id: Some(r.agent.clone()),
+            operator_token_file: saved.operator_token_file.clone(),
+        };
         Some(profile::save(name, p)?)
     };
     let w: &Written<pb::RegisterResponse> = &r.written;
@@ -324,12 +360,6 @@ async fn opportunities(ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
-fn role_name(r: i32) -> String {
-    pb::Role::try_from(r)
-        .map(|s| s.as_str_name().trim_start_matches("ROLE_").to_ascii_lowercase())
-        .unwrap_or_else(|_| r.to_string())
-}
-
 async fn working_set(ctx: &Ctx, object: &str) -> Result<(), CliError> {
     let ws = ctx.agent()?.get_working_set(pb::GetWorkingSetRequest { object: object.to_string() }).await?;
     if ctx.json {
@@ -342,13 +372,13 @@ async fn working_set(ctx: &Ctx, object: &str) -> Result<(), CliError> {
             rows.push(("kind", case.clone()));
             if let Value::Object(fields) = fields {
                 for (k, v) in fields {
-                    rows.push((k.as_str(), plain(v)));
+                    rows.push((k.as_str(), cell(k, v)));
                 }
             }
         }
         let owned: Vec<(String, String)> = rows.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         let mut owned = owned;
-        owned.push(("your role".into(), role_name(ws.role)));
+        owned.push(("your role".into(), output::role(ws.role)));
         owned.push(("available actions".into(), ws.available_actions.join(", ")));
         let b: Vec<(&str, String)> = owned.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         pairs(&b);
@@ -509,7 +539,8 @@ async fn thread(ctx: &Ctx, cmd: ThreadCmd) -> Result<(), CliError> {
             let rows: Vec<Vec<String>> = entries
                 .iter()
                 .map(|e| {
-                    let pin = e.pin.as_ref().map(|p| format!("{}@{}", p.memory, p.version)).unwrap_or_default();
+                    let pin =
+                        e.pin.as_ref().map(|p| output::pin(&p.memory, p.version.into())).unwrap_or_else(|| "-".into());
                     vec![
                         e.seq.to_string(),
                         e.author.clone(),
@@ -802,7 +833,8 @@ fn operator(ctx: &Ctx) -> Result<&Client, CliError> {
     match ctx.client.key() {
         Some(_) => Ok(&ctx.client),
         None => Err(CliError::usage(
-            "cluster commands need the operator token (the node's operator_token setting): pass it with --key or set KUNGFU_KEY",
+            "cluster commands need the operator token (the node's operator_token setting): pass it with --key or set \
+             KUNGFU_KEY (a cluster started by `kungfu dev up` keeps it for `--profile dev`)",
         )),
     }
 }
@@ -846,26 +878,37 @@ fn operator_refused(ctx: &Ctx, mut e: CliError) -> CliError {
     if e.code != kungfu_client::Code::Unauthenticated.as_str() {
         return e;
     }
-    e.message = if ctx.key_from_profile {
-        "the operator token was refused: the key sent is the profile's agent key; pass the token from the \
-         node's operator_token setting with --key or KUNGFU_KEY"
-            .to_string()
-    } else {
-        "the operator token was refused (wrong token?): pass the token from the node's operator_token setting \
-         with --key or KUNGFU_KEY"
-            .to_string()
+    e.message = match &ctx.key_source {
+        KeySource::ProfileAgentKey => "the operator token was refused: the key sent is the profile's agent key; pass \
+             the token from the node's operator_token setting with --key or KUNGFU_KEY"
+            .to_string(),
+        KeySource::ProfileOperatorToken(file) => format!(
+            "the operator token was refused (wrong token?): the profile's token file {file} does not hold these \
+             nodes' operator_token (were they started by another `kungfu dev up`?); pass the token with --key or \
+             KUNGFU_KEY"
+        ),
+        KeySource::Given | KeySource::None => "the operator token was refused (wrong token?): pass the token from \
+             the node's operator_token setting with --key or KUNGFU_KEY"
+            .to_string(),
     };
     e.next = kungfu_client::NextStep::Revise.as_str().to_string();
     e
 }
 
 async fn cluster_call(ctx: &Ctx, c: &Client, cmd: ClusterCmd, endpoints: &[String]) -> Result<(), CliError> {
-    let answer = |v: Value| {
+    // A membership is shown as rows of its own (voters, learners, ...), every other field as a cell.
+    let answer = |v: Value, membership: Option<&pb::ClusterMembership>| {
         if ctx.json {
             output::print_json(&v);
         } else if let Value::Object(m) = &v {
-            let rows: Vec<(&str, String)> = m.iter().map(|(k, x)| (k.as_str(), plain(x))).collect();
-            pairs(&rows);
+            let mut rows: Vec<(String, String)> = Vec::new();
+            for (k, x) in m {
+                match (k.as_str(), membership) {
+                    ("membership", Some(members)) => rows.extend(output::membership_rows(members)),
+                    _ => rows.push((k.clone(), cell(k, x))),
+                }
+            }
+            pairs(&rows.iter().map(|(k, x)| (k.as_str(), x.clone())).collect::<Vec<_>>());
         }
     };
     match cmd {
@@ -873,22 +916,22 @@ async fn cluster_call(ctx: &Ctx, c: &Client, cmd: ClusterCmd, endpoints: &[Strin
         ClusterCmd::Restore { from, config, kungfud } => restore(ctx, from, config, kungfud).await,
         ClusterCmd::AddLearner { node_id, raft, api } => {
             let r = c.add_learner(pb::AddLearnerRequest { node_id, raft_addr: raft, api_addr: api }).await?;
-            answer(to_json(&r));
+            answer(to_json(&r), r.membership.as_ref());
             Ok(())
         }
         ClusterCmd::ChangeMembership { voters, retain_learners } => {
             let r = c.change_membership(pb::ChangeMembershipRequest { voters, retain_learners }).await?;
-            answer(to_json(&r));
+            answer(to_json(&r), r.membership.as_ref());
             Ok(())
         }
         ClusterCmd::TransferLeader { to } => {
             let r = c.transfer_leader(pb::TransferLeaderRequest { to }).await?;
-            answer(to_json(&r));
+            answer(to_json(&r), None);
             Ok(())
         }
         ClusterCmd::Snapshot => {
             let r = c.trigger_snapshot(pb::TriggerSnapshotRequest {}).await?;
-            answer(to_json(&r));
+            answer(to_json(&r), None);
             Ok(())
         }
         ClusterCmd::Backup { to } => {
@@ -901,7 +944,7 @@ async fn cluster_call(ctx: &Ctx, c: &Client, cmd: ClusterCmd, endpoints: &[Strin
             } else {
                 println!("backup written to {}", r.target_dir);
                 if let Some(Value::Object(m)) = to_json(&r).get("manifest") {
-                    let rows: Vec<(&str, String)> = m.iter().map(|(k, x)| (k.as_str(), plain(x))).collect();
+                    let rows: Vec<(&str, String)> = m.iter().map(|(k, x)| (k.as_str(), cell(k, x))).collect();
                     pairs(&rows);
                 }
             }
@@ -990,19 +1033,19 @@ async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliEr
         return Ok(());
     }
     println!("cluster {} (answered by node {})", first.cluster_id, first.node_id);
-    let cell = |v: &Value, k: &str| plain(v.get(k).unwrap_or(&Value::Null));
+    let at = |v: &Value, k: &str| cell(k, v.get(k).unwrap_or(&Value::Null));
     let table_rows: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             vec![
-                cell(r, "node_id"),
-                cell(r, "role"),
-                cell(r, "term"),
-                cell(r, "leader_id"),
-                cell(r, "last_log_index"),
-                cell(r, "applied_index"),
-                cell(r, "lag_entries"),
-                cell(r, "api_addr"),
+                at(r, "node_id"),
+                at(r, "role"),
+                at(r, "term"),
+                at(r, "leader_id"),
+                at(r, "last_log_index"),
+                at(r, "applied_index"),
+                at(r, "lag_entries"),
+                at(r, "api_addr"),
             ]
         })
         .collect();
@@ -1051,7 +1094,7 @@ async fn watch(ctx: &Ctx, cmd: crate::cli::WatchCmd) -> Result<(), CliError> {
                     println!("  + {}", row.join("  "));
                 }
                 for r in &event.removed {
-                    println!("  - {}", to_json(r));
+                    println!("  - {}", obligation(&Some(r.clone())));
                 }
                 if !event.cursor.is_empty() {
                     println!("cursor {}", event.cursor);
@@ -1074,6 +1117,29 @@ fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
 mod tests {
     use super::*;
     use kungfu_client::TransportKind;
+
+    #[test]
+    fn operator_commands_send_the_profiles_token_file_unless_a_key_is_given() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("operator-token");
+        std::fs::write(&file, "dev-operator-token-1\n").expect("write");
+        let file = file.display().to_string();
+        let saved = Profile {
+            agent_key: Some("kf_ag_1".into()),
+            operator_token_file: Some(file.clone()),
+            ..Profile::default()
+        };
+        let (key, source) = command_key(None, &saved, true).expect("the token file");
+        assert_eq!((key.as_deref(), source), (Some("dev-operator-token-1"), KeySource::ProfileOperatorToken(file)));
+        let (key, source) = command_key(Some("given".into()), &saved, true).expect("a given key");
+        assert_eq!((key.as_deref(), source), (Some("given"), KeySource::Given), "--key beats the profile");
+        let (key, source) = command_key(None, &saved, false).expect("an agent command");
+        assert_eq!((key.as_deref(), source), (Some("kf_ag_1"), KeySource::ProfileAgentKey), "agents never send it");
+        let gone = Profile { operator_token_file: Some(dir.path().join("gone").display().to_string()), ..saved };
+        let e = command_key(None, &gone, true).expect_err("a missing token file");
+        assert_eq!(e.field.as_deref(), Some("operator_token_file"));
+        assert_eq!(command_key(None, &Profile::default(), true).expect("no key").1, KeySource::None);
+    }
 
     #[test]
     fn a_retry_line_says_what_it_waits_for_with_the_attempt_and_time() {

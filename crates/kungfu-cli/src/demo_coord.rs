@@ -11,7 +11,7 @@
 
 use crate::demo::{Agent, Settings, adopt, failed, heading, take_and_deliver, unexpected};
 use crate::error::CliError;
-use crate::output::escaped;
+use crate::output::{self, escaped};
 use kungfu_client::coord::{self, Marks};
 use kungfu_client::reduce::Reduction;
 use kungfu_client::{
@@ -205,7 +205,7 @@ pub async fn run(settings: Settings) -> Result<(), CliError> {
     let pin = coord::labeled_written(&w.value)
         .and_then(|l| l.pin.clone())
         .ok_or_else(|| unexpected("a labeled write answered no pin"))?;
-    println!("  {} wrote a note labeled tainted/agent: {}@{}.", cy.label(), pin.memory, pin.version);
+    println!("  {} wrote a note labeled tainted/agent: {}.", cy.label(), output::pin(&pin.memory, pin.version.into()));
     let msg = Message::new(&thread, pinned(&pin.memory, pin.version));
     refused(cy, "sends that agent-scoped note to the thread", cy.client.send(msg, None).await)?;
     let msg = Message::new(&thread, kungfu_client::labeled(note, Labels::new(Taint::Quarantined, Scope::Fleet)));
@@ -224,12 +224,10 @@ pub async fn run(settings: Settings) -> Result<(), CliError> {
         .map_err(|e| failed("send the widened note", e))?;
     let posted = coord::sent(&w.value).map(|s| s.entry).unwrap_or(0);
     println!(
-        "  {} widened it on purpose (a new version {}@{}, fleet-scoped; {}@{} stays private) and sent it: #{posted}.",
+        "  {} widened it on purpose (a new version {}, fleet-scoped; {} stays private) and sent it: #{posted}.",
         cy.label(),
-        to.memory,
-        to.version,
-        pin.memory,
-        pin.version
+        output::pin(&to.memory, to.version.into()),
+        output::pin(&pin.memory, pin.version.into()),
     );
     println!("\nCoordination demo complete: every step ended as expected.");
     Ok(())

@@ -19,6 +19,11 @@ use clap::Parser;
 
 fn main() {
     let cli = cli::Cli::parse();
+    // A completion script needs neither a runtime nor a node.
+    if let cli::Command::Completions { shell } = cli.command {
+        cli::completions(shell, &mut std::io::stdout());
+        return;
+    }
     let json = cli.json;
     // A benchmark drives thousands of concurrent calls: it gets a worker thread per core, as a
     // user's multi-threaded client would. Every other command makes a few calls in sequence.

@@ -2,6 +2,11 @@
 //! `$XDG_CONFIG_HOME/kungfu/profiles.toml` (or `~/.config/kungfu/profiles.toml`) and written by
 //! `kungfu register`. The file holds bearer keys, so it is created readable only by its owner
 //! (mode 0600) in a directory only its owner may enter (mode 0700).
+//!
+//! A profile may also name an operator token file, which `cluster` commands read when no `--key`
+//! is given: `kungfu dev up` records its cluster's `<dir>/operator-token` (mode 0600) in the
+//! profile `dev`. The profile holds the path, not the token, so a new `dev up` with a new token
+//! needs no profile change.
 
 use crate::error::CliError;
 use serde::{Deserialize, Serialize};
@@ -22,6 +27,24 @@ pub struct Profile {
     /// The agent's id (`ag_3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// The file holding the operator token that `cluster` commands send when no `--key` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_token_file: Option<String>,
+}
+
+/// The operator token in `path` (surrounding whitespace removed). A missing, unreadable or empty
+/// file is a usage error that names the profile field and what to do.
+pub fn read_operator_token(path: &str) -> Result<String, CliError> {
+    let fix = "start the local cluster again with `kungfu dev up`, or pass the node's operator_token with --key";
+    let fault = |what: String| CliError::usage(format!("{what}; {fix}")).with_field("operator_token_file");
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => Ok(text.trim().to_string()),
+        Ok(_) => Err(fault(format!("the operator token file {path} named by the profile is empty"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(fault(format!("the operator token file {path} named by the profile is gone (`dev down --purge`?)")))
+        }
+        Err(e) => Err(fault(format!("cannot read the operator token file {path} named by the profile: {e}"))),
+    }
 }
 
 /// The whole profile file.
@@ -82,4 +105,34 @@ pub fn save(name: &str, profile: Profile) -> Result<PathBuf, CliError> {
     file.sync_all().map_err(|e| io("write in", e))?;
     std::fs::rename(&tmp, &path).map_err(|e| io("replace the profile file in", e))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_empty_token_file_names_the_field_and_the_fix() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let gone = dir.path().join("operator-token").display().to_string();
+        let e = read_operator_token(&gone).expect_err("a missing file");
+        assert_eq!(
+            (e.code.as_str(), e.field.as_deref(), e.next.as_str()),
+            ("USAGE", Some("operator_token_file"), "revise")
+        );
+        assert!(e.message.contains(&gone) && e.message.contains("kungfu dev up"), "{}", e.message);
+        std::fs::write(&gone, "  \n").expect("write");
+        assert!(read_operator_token(&gone).expect_err("empty").message.contains("is empty"));
+        std::fs::write(&gone, "dev-token-1\n").expect("write");
+        assert_eq!(read_operator_token(&gone).expect("a token"), "dev-token-1");
+    }
+
+    #[test]
+    fn a_profile_without_a_token_file_reads_and_writes_as_before() {
+        let old = "[profiles.a]\nendpoints = [\"127.0.0.1:7400\"]\nagent_key = \"kf\"\n";
+        let all: Profiles = toml::from_str(old).expect("an older profile file");
+        assert_eq!(all.profiles["a"].operator_token_file, None);
+        let text = toml::to_string_pretty(&all).expect("encode");
+        assert!(!text.contains("operator_token_file"), "{text}");
+    }
 }

@@ -110,6 +110,16 @@ impl Env {
         (v["error"].clone(), stderr)
     }
 
+    /// Runs `kungfu` for a person (no `--json`) as the agent of `profile`, expects success and
+    /// returns stdout.
+    fn human(&self, profile: &str, args: &[&str]) -> String {
+        let mut all = vec!["--profile", profile];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        assert!(out.status.success(), "kungfu {all:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Registers an agent under `profile` and returns its id.
     fn register(&self, profile: &str) -> String {
         let v = self.ok(profile, &["register", "--endpoint", &self.endpoint]);
@@ -119,6 +129,20 @@ impl Env {
         assert_eq!(v["receipt"]["result"]["agent_registered"]["agent"], id.as_str(), "{v}");
         id
     }
+}
+
+/// Whether a word is a time as the tables show it: RFC 3339 in UTC to the millisecond.
+fn rfc_3339(word: &str) -> bool {
+    let b = word.as_bytes();
+    let digits = |r: std::ops::Range<usize>| r.into_iter().all(|i| b[i].is_ascii_digit());
+    b.len() == 24
+        && digits(0..4)
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[19] == b'.'
+        && digits(20..23)
+        && b[23] == b'Z'
 }
 
 fn s(v: &Value) -> String {
@@ -184,6 +208,19 @@ fn agents_work_a_thread_assignments_and_a_task_through_the_cli() {
     let ws = env.ok("worker", &["ws", &th]);
     assert_eq!(ws["summary"]["thread"]["id"], th.as_str(), "{ws}");
 
+    // The same reads for people: times in RFC 3339, members as `ag_1 governor`, no JSON in a cell.
+    let shown = env.human("worker", &["thread", "timeline", &th]);
+    assert_eq!(shown.split_whitespace().filter(|w| rfc_3339(w)).count(), 2, "one time per entry:\n{shown}");
+    let ws = env.ok("lead", &["ws", &th]);
+    let shown = env.human("lead", &["ws", &th]);
+    assert!(!shown.contains(['{', '"']), "no JSON in the working set:\n{shown}");
+    let members = ws["summary"]["thread"]["members"].as_array().expect("members");
+    for m in members {
+        let role = s(&m["role"]).to_ascii_lowercase();
+        assert!(shown.contains(&format!("{} {role}", s(&m["agent"]))), "{m} in:\n{shown}");
+    }
+    assert!(shown.split_whitespace().any(rfc_3339), "the history's times:\n{shown}");
+
     // An assignment taken, delivered and adopted.
     let post =
         env.ok("lead", &["assignment", "create", &th, "--to", &worker, "--criteria", "a root cause", "--ask-nobody"]);
@@ -233,6 +270,13 @@ fn agents_work_a_thread_assignments_and_a_task_through_the_cli() {
     env.ok("lead", &["thread", "retract", &th, &r]);
     let granted = env.ok("lead", &["thread", "grant", &th, "--role", "observer"]);
     assert!(granted["grant_secret"].as_str().is_some_and(|x| !x.is_empty()), "{granted}");
+    // For people, the receipt's grant is `<fingerprint> <role>`, as the working set shows it.
+    let shown = env.human("lead", &["thread", "grant", &th, "--role", "observer"]);
+    let grant = shown.lines().find_map(|l| l.strip_prefix("grant ")).map(str::trim).unwrap_or_default();
+    assert!(grant.ends_with(" observer") && !grant.contains('{'), "{shown}");
+    let fingerprint = grant.trim_end_matches(" observer");
+    let ws = env.human("lead", &["ws", &th]);
+    assert!(ws.contains(&format!("{fingerprint} observer")), "the live grant in the same form:\n{ws}");
     env.ok("lead", &["thread", "void-grant", &th]);
     let role = env.ok("lead", &["thread", "role", &th, &helper, "observer"]);
     assert_eq!(role["receipt"]["result"]["role_changed"]["to"], "Observer", "{role}");
@@ -664,4 +708,31 @@ fn both_binaries_name_their_commit_and_build_date() {
         let date = date.trim_end_matches(')');
         assert!(date.len() == 10 && date.starts_with("20") && date.as_bytes()[4] == b'-', "{line}");
     }
+}
+
+/// Issue #16, deliverable 9: `kungfu completions SHELL` prints a script naming the subcommands;
+/// bash parses its script (`bash -n`). An unknown shell is a usage error.
+#[test]
+fn completions_name_the_subcommands_and_bash_parses_its_script() {
+    let home = tempfile::tempdir().expect("tempdir");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kungfu")).args(["completions", shell]).output().expect("run kungfu");
+        assert!(out.status.success(), "completions {shell}: {}", String::from_utf8_lossy(&out.stderr));
+        let script = String::from_utf8(out.stdout).expect("UTF-8");
+        for word in ["register", "thread", "timeline", "cluster", "restart", "completions", "endpoint"] {
+            assert!(script.contains(word), "the {shell} script does not name `{word}`");
+        }
+        if shell == "bash" {
+            let path = home.path().join("kungfu.bash");
+            std::fs::write(&path, &script).expect("write the script");
+            let checked = Command::new("bash").arg("-n").arg(&path).output().expect("run bash");
+            assert!(
+                checked.status.success(),
+                "bash -n refuses the script: {}",
+                String::from_utf8_lossy(&checked.stderr)
+            );
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_kungfu")).args(["completions", "tcsh"]).output().expect("run kungfu");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
