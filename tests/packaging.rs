@@ -815,14 +815,70 @@ fn anchors(text: &str) -> BTreeSet<String> {
     out
 }
 
+/// The repository paths a Markdown text names in inline code (`crates/kungfu-raft/tests/faults.rs`,
+/// `docs/mcp.md`), as the documents mostly do instead of links: words in code spans whose first
+/// component is one of `tops` (the repository's top-level directories). A Rust path after `::` is
+/// dropped (`tests/node.rs::name`).
+fn code_paths(text: &str, tops: &BTreeSet<String>) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        for code in line.split('`').skip(1).step_by(2) {
+            for word in code.split_whitespace() {
+                let word = word.split("::").next().unwrap_or("").trim_end_matches([',', '.', ';', ':', ')']);
+                if word.contains('/') && word.split('/').next().is_some_and(|top| tops.contains(top)) {
+                    out.push((n + 1, word.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a path component is a placeholder for many files (`*.proto`, `<section>.rs`,
+/// `nodeN.toml`) rather than a name.
+fn placeholder(component: &str) -> bool {
+    component.contains(['*', '<', '{'])
+        || component
+            .split_once("N.")
+            .is_some_and(|(stem, ext)| stem.chars().all(|c| c.is_ascii_lowercase()) && !ext.is_empty())
+}
+
 /// The relative links of `files` (relative to `root`) that do not resolve to a file or directory
-/// inside `root`, or to a heading of a Markdown file.
+/// inside `root`, or to a heading of a Markdown file; and the repository paths they name in code
+/// that do not exist (for a placeholder such as `nodeN.toml`, the directory that holds it).
 fn broken_links(root: &Path, files: &[String]) -> Vec<Broken> {
     let root = root.canonicalize().expect("root");
+    let tops: BTreeSet<String> = std::fs::read_dir(&root)
+        .expect("read the root")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|name| name != "target" && name != ".git")
+        .collect();
     let mut broken = Vec::new();
     for file in files {
         let path = root.join(file);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        for (line, named) in code_paths(&text, &tops) {
+            let existing: PathBuf = named.split('/').take_while(|c| !placeholder(c)).collect();
+            if !root.join(&existing).exists() {
+                broken.push(Broken {
+                    file: file.clone(),
+                    line,
+                    target: named,
+                    why: "names a path that does not exist".into(),
+                });
+            }
+        }
         for (line, target) in link_targets(&text) {
             let fail = |why: &str| Broken { file: file.clone(), line, target: target.clone(), why: why.into() };
             if target.is_empty() {
@@ -902,7 +958,7 @@ fn every_relative_link_in_the_readme_and_docs_resolves_inside_the_repository() {
 /// The checker itself: it must find what a moved file or a link out of the repository breaks, and
 /// leave code and external links alone.
 #[test]
-fn the_link_checker_reports_missing_files_headings_and_links_out_of_the_repository() {
+fn the_link_checker_reports_missing_files_headings_paths_and_links_out_of_the_repository() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("repo");
     std::fs::create_dir_all(root.join("docs")).expect("mkdir");
@@ -915,11 +971,13 @@ fn the_link_checker_reports_missing_files_headings_and_links_out_of_the_reposito
          [moved](docs/moved.md) [gone heading](docs/ops.md#backups)\n\
          [out](../outside.md) [web](https://example.invalid/x) `[code](nowhere.md)`\n\
          ```\n[fenced](nowhere.md)\n```\n\
-         [ref]: docs/nothing.md\n",
+         [ref]: docs/nothing.md\n\
+         Named in code: `docs/ops.md`, `docs/nodeN.md`, `docs/*.md`, `docs/gone.md`, `other/x.md`\n",
     )
     .expect("write");
-    let found: Vec<(usize, String, String)> =
+    let mut found: Vec<(usize, String, String)> =
         broken_links(&root, &["README.md".to_string()]).into_iter().map(|b| (b.line, b.target, b.why)).collect();
+    found.sort();
     assert_eq!(
         found,
         vec![
@@ -927,6 +985,7 @@ fn the_link_checker_reports_missing_files_headings_and_links_out_of_the_reposito
             (3, "docs/ops.md#backups".to_string(), "no such heading".to_string()),
             (4, "../outside.md".to_string(), "points outside the repository".to_string()),
             (8, "docs/nothing.md".to_string(), "no such file".to_string()),
+            (9, "docs/gone.md".to_string(), "names a path that does not exist".to_string()),
         ]
     );
 }
