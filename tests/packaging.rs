@@ -415,6 +415,62 @@ fn the_dockerfile_builds_in_stages_and_runs_unprivileged_on_the_ports_of_its_con
     }
 }
 
+/// The packages a stage installs with `apt-get install` (the words after it up to the next `&&`,
+/// options left out).
+fn apt_installed(stage: &[Instruction]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for run in stage.iter().filter(|i| i.op == "RUN") {
+        for part in run.args.split("&&") {
+            if let Some((_, rest)) = part.split_once("apt-get install") {
+                out.extend(rest.split_whitespace().filter(|w| !w.starts_with('-')).map(str::to_string));
+            }
+        }
+    }
+    out
+}
+
+/// The runtime stage installs the package of every shared library the built binaries load (as
+/// `ldd` and `dpkg` name them on this Debian machine, the image's release): a new dynamic
+/// dependency (a TLS library, say) must reach the image too, or the container cannot start.
+#[test]
+fn the_runtime_image_installs_every_library_the_binaries_link() {
+    let stages = dockerfile_stages(&read(DOCKERFILE));
+    let runtime = stages.last().expect("a runtime stage");
+    let mut present = apt_installed(runtime);
+    // Essential in every Debian image, slim included.
+    present.insert("libc6".into());
+    assert!(present.len() > 1, "the runtime stage installs its libraries by name: {present:?}");
+    let (Some(ldd), Some(dpkg)) = (which("ldd"), which("dpkg")) else {
+        println!("SKIPPED: ldd or dpkg is missing (not a Debian machine); the image's libraries are not checked");
+        return;
+    };
+    for bin in [kungfud(), kungfud().with_file_name("kungfu")] {
+        let out = Command::new(&ldd).arg(&bin).output().expect("ldd");
+        let listing = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "ldd {}: {listing}", bin.display());
+        let libs: Vec<&str> = listing
+            .lines()
+            .filter_map(|l| l.split_once("=> ").map(|(_, r)| r.split_whitespace().next().unwrap_or("")))
+            .filter(|p| p.starts_with('/'))
+            .collect();
+        assert!(libs.iter().any(|l| l.contains("libc.so")), "ldd lists libc for {}: {listing}", bin.display());
+        for lib in libs {
+            let owner = [lib.to_string(), format!("/usr{lib}")].into_iter().find_map(|path| {
+                let out = Command::new(&dpkg).arg("-S").arg(&path).output().ok()?;
+                let text = String::from_utf8_lossy(&out.stdout).to_string();
+                out.status.success().then(|| text.split(':').next().unwrap_or("").to_string())
+            });
+            let owner =
+                owner.unwrap_or_else(|| panic!("{lib} (loaded by {}) belongs to no Debian package", bin.display()));
+            assert!(
+                present.contains(&owner),
+                "{} loads {lib} from {owner}, which the runtime stage does not install",
+                bin.display()
+            );
+        }
+    }
+}
+
 // ---- compose.yaml --------------------------------------------------------------------------
 
 const COMPOSE: &str = "cluster-config/docker/compose.yaml";
