@@ -41,3 +41,65 @@ fn scaling_doc_has_a_row_for_every_action() {
         ActionKind::ALL.iter().map(|k| k.as_str()).filter(|name| !doc.contains(&format!("| `{name}`"))).collect();
     assert!(missing.is_empty(), "docs/scaling.md has no footprint row for {missing:?}");
 }
+
+/// The cells of a markdown table row, trimmed, without the outer pipes.
+fn cells(row: &str) -> Vec<String> {
+    let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
+    inner.split('|').map(|c| c.trim().to_string()).collect()
+}
+
+/// `value` printed with as many decimals as `shown` has.
+fn like(shown: &str, value: f64) -> String {
+    let decimals = shown.split('.').nth(1).map_or(0, str::len);
+    format!("{value:.decimals$}")
+}
+
+#[test]
+fn scaling_doc_summary_tables_round_the_documented_run() {
+    let doc = doc();
+    let m = run(&Config::documented());
+    // §1: `| placement | groups | multi % | 2PC % | hottest % | actions/s | speedup× |`.
+    let mut summary_rows = 0;
+    for row in doc.lines().filter(|l| l.starts_with("| ") && l.contains(" % |") && l.ends_with("× |")) {
+        let c = cells(row);
+        let placement = c[0].trim_matches('*');
+        let p = kungfu_scale_model::placement::Placement::ALL
+            .into_iter()
+            .find(|p| p.name() == placement)
+            .unwrap_or_else(|| panic!("unknown placement in {row}"));
+        let n: u32 = c[1].parse().expect("a group count");
+        let cell = m.cell(p, n).unwrap_or_else(|| panic!("no cell for {row}"));
+        let strip = |s: &str| s.trim_matches('*').trim_end_matches(" %").trim_end_matches('×').replace(',', "");
+        let expect = [
+            (strip(&c[2]), 100.0 * cell.multi_group),
+            (strip(&c[3]), 100.0 * cell.two_phase),
+            (strip(&c[4]), 100.0 * cell.hottest_share),
+            (strip(&c[5]), cell.throughput),
+            (strip(&c[6]), cell.speedup),
+        ];
+        for (shown, value) in expect {
+            assert_eq!(shown, like(&shown, value), "docs/scaling.md §1 row `{row}`");
+        }
+        summary_rows += 1;
+    }
+    assert!(summary_rows >= 3, "the §1 summary table was not found");
+
+    // §6: the last column, multi / 2PC under object-local at the detail group count, in whole percents.
+    let d = m.config.detail_groups;
+    let object_local = kungfu_scale_model::placement::Placement::ALL
+        .iter()
+        .position(|p| *p == kungfu_scale_model::placement::Placement::ObjectLocal)
+        .expect("object-local is a placement");
+    let mut wrong = Vec::new();
+    for r in &m.kinds {
+        let name = format!("| `{}` |", r.kind.as_str());
+        let row = doc.lines().find(|l| l.starts_with(&name)).unwrap_or_else(|| panic!("no §6 row for {name}"));
+        let last = cells(row).pop().unwrap_or_default();
+        let (multi, two) = r.by_placement[object_local];
+        let expected = format!("{:.0} / {:.0}", 100.0 * multi, 100.0 * two);
+        if last != expected {
+            wrong.push(format!("{name} shows {last}, the model {expected}"));
+        }
+    }
+    assert!(wrong.is_empty(), "§6 rows at {d} groups under object-local: {wrong:#?}");
+}
