@@ -60,8 +60,9 @@ pub struct Charge {
     /// The caller's (or a named agent's) home is a separate group written first.
     pub bind: bool,
     /// Consensus rounds on the caller's critical path: 1, +1 for a bind before the action, +1 for
-    /// the prepare round of a two-phase commit (parallel commits answer after it), +0.5 for a
-    /// remote read round (no log write).
+    /// the commit round of a two-phase commit (classic 2PC; parallel commits take it off the
+    /// caller's path but not off the time its intents hold their locks), +0.5 for a remote read
+    /// round (no log write).
     pub rounds: f64,
 }
 

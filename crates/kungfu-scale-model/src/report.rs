@@ -126,6 +126,23 @@ pub fn render(m: &Measurement) -> String {
         line(row);
     }
     line(String::new());
+    line(format!(
+        "sensitivity: speedup at {} groups when cross-group work costs more:",
+        c.groups.iter().copied().max().unwrap_or(1)
+    ));
+    let mut header = format!("{:<42}", "cost model");
+    for p in Placement::ALL {
+        let _ = write!(header, " {:>12}", p.name());
+    }
+    line(header);
+    for r in &m.sensitivity {
+        let mut row = format!("{:<42}", r.label);
+        for s in &r.speedups {
+            let _ = write!(row, " {:>11.2}x", s);
+        }
+        line(row);
+    }
+    line(String::new());
     let best = m.best();
     let top = c.groups.iter().copied().max().unwrap_or(1);
     if let Some(cell) = m.cell(best, top) {

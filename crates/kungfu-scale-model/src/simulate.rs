@@ -96,6 +96,27 @@ pub struct TurnRow {
     pub max: u32,
 }
 
+/// The speedup at the largest group count under a variant of the cost model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SensitivityRow {
+    pub label: &'static str,
+    pub cost: CostModel,
+    /// Speedup per placement, in `Placement::ALL` order.
+    pub speedups: Vec<f64>,
+}
+
+/// The cost-model variants the report checks the choice against: each makes one kind of
+/// cross-group work dearer than the documented parameters assume.
+pub fn cost_variants(base: &CostModel) -> Vec<(&'static str, CostModel)> {
+    vec![
+        ("documented", base.clone()),
+        ("2PC twice as dear (alpha 1.0, gamma 0.5)", CostModel { alpha: 1.0, gamma: 0.5, ..base.clone() }),
+        ("bind = half an action (rho 0.5)", CostModel { rho: 0.5, ..base.clone() }),
+        ("bind = a whole action (rho 1.0)", CostModel { rho: 1.0, ..base.clone() }),
+        ("remote read = half an action (beta 0.5)", CostModel { beta: 0.5, ..base.clone() }),
+    ]
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurement {
     pub config: Config,
@@ -106,6 +127,7 @@ pub struct Measurement {
     pub mixes: Vec<MixRow>,
     pub kinds: Vec<KindRow>,
     pub turns: Vec<TurnRow>,
+    pub sensitivity: Vec<SensitivityRow>,
 }
 
 impl Measurement {
@@ -281,6 +303,19 @@ pub fn run(config: &Config) -> Measurement {
         }
     }
 
+    let top = config.groups.iter().copied().max().unwrap_or(1);
+    let max = |l: &[f64]| l.iter().copied().fold(0.0, f64::max);
+    let sensitivity = cost_variants(cost)
+        .into_iter()
+        .map(|(label, variant)| {
+            let speedups = Placement::ALL
+                .iter()
+                .map(|&p| max(&tally(&variant, &main, p, 1).load) / max(&tally(&variant, &main, p, top).load))
+                .collect();
+            SensitivityRow { label, cost: variant, speedups }
+        })
+        .collect();
+
     let sizes: Vec<usize> = world.threads.iter().map(|t| t.members.len()).collect();
     Measurement {
         config: config.clone(),
@@ -291,6 +326,7 @@ pub fn run(config: &Config) -> Measurement {
         mixes,
         kinds,
         turns,
+        sensitivity,
     }
 }
 
