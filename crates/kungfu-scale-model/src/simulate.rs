@@ -362,6 +362,27 @@ mod tests {
     }
 
     #[test]
+    fn object_local_writes_one_group_for_every_action_but_deactivation() {
+        // The claim docs/scaling.md chooses the placement on: under object-local only §4's
+        // deactivation needs a two-phase commit, at any group count.
+        let config = small(7);
+        let mut rng = Rng::new(config.seed);
+        let world = World::generate(&config.world, &mut rng);
+        let mut fresh = Fresh::after(&world);
+        for &kind in ActionKind::ALL {
+            for _ in 0..200 {
+                let inst = draw(kind, &world, &config.shapes, &mut fresh, &mut rng);
+                for n in [4, 64, 1024] {
+                    let c = charge(&config.cost, &inst, Placement::ObjectLocal, n);
+                    if kind != ActionKind::DeactivateAgent {
+                        assert_eq!(c.writers, 1, "{kind:?} at {n} groups: {:?}", inst.touches);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn more_groups_never_lower_the_cross_group_share() {
         let m = run(&small(2));
         for p in Placement::ALL {
