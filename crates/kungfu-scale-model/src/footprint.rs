@@ -89,7 +89,8 @@ pub struct Footprint {
     /// An entry that references a Task checks that the Task exists and is readable (§7.5).
     pub task_ref: bool,
     pub presence: Presence,
-    /// Ends state in every group where the agent holds a membership (§4: in one fact).
+    /// Ends state in every group where the agent holds a membership (§4: in one fact), and turns
+    /// the agent's status copy to deactivated in every other group where it is present.
     pub all_memberships: bool,
 }
 

@@ -270,10 +270,6 @@ pub fn run(config: &Config) -> Measurement {
 
     // §8: an agent's turn reads its home and every group where it holds a membership or authored a
     // Task (engagements it took are in Task groups its home's presence set lists, too).
-    let mut authored: Vec<Vec<u32>> = vec![Vec::new(); world.shape.agents as usize];
-    for (k, t) in world.tasks.iter().enumerate() {
-        authored[t.author as usize].push(k as u32);
-    }
     let mut readers = root.fork(3);
     let sample: Vec<u32> = (0..config.turn_reads).map(|_| world.agent(&mut readers)).collect();
     let mut turns = Vec::new();
@@ -286,7 +282,7 @@ pub fn run(config: &Config) -> Measurement {
                     let threads = world.agent_threads[a as usize]
                         .iter()
                         .map(|&t| Obj::Thread { id: t, creator: world.threads[t as usize].creator });
-                    let tasks = authored[a as usize].iter().map(|&k| Obj::Task { id: k, author: a });
+                    let tasks = world.agent_tasks[a as usize].iter().map(|&k| Obj::Task { id: k, author: a });
                     for o in threads.chain(tasks) {
                         let g = p.group(o, n);
                         if !gs.contains(&g) {

@@ -381,8 +381,13 @@ pub fn draw(kind: ActionKind, world: &World, shapes: &Shapes, fresh: &mut Fresh,
         }
     }
     if f.all_memberships {
+        // §4: every membership ends; every other group where the agent is present (its Tasks'
+        // groups here) turns its status copy to deactivated in the same transaction.
         for &t in &world.agent_threads[actor as usize] {
             touches.push((thread_obj(t), Mode::Write));
+        }
+        for &k in &world.agent_tasks[actor as usize] {
+            touches.push((task_obj(k), Mode::Write));
         }
     }
     match f.presence {

@@ -79,6 +79,8 @@ pub struct World {
     pub agent_memories: Vec<Vec<u32>>,
     /// Each agent's memberships.
     pub agent_threads: Vec<Vec<u32>>,
+    /// The Tasks each agent authored (it is present in their groups).
+    pub agent_tasks: Vec<Vec<u32>>,
     pub agent_pick: Zipf,
     pub thread_pick: Zipf,
     pub task_pick: Zipf,
@@ -131,7 +133,8 @@ impl World {
         }
 
         let mut tasks = Vec::with_capacity(shape.tasks as usize);
-        for _ in 0..shape.tasks {
+        let mut agent_tasks = vec![Vec::new(); n_agents];
+        for k in 0..shape.tasks {
             let author = agent_pick.index(rng) as u32;
             let input = if rng.chance(shape.tasks_with_input) {
                 let own = &agent_memories[author as usize];
@@ -139,6 +142,7 @@ impl World {
             } else {
                 None
             };
+            agent_tasks[author as usize].push(k);
             tasks.push(TaskRec { author, input });
         }
 
@@ -149,6 +153,7 @@ impl World {
             memories,
             agent_memories,
             agent_threads,
+            agent_tasks,
             agent_pick,
             thread_pick,
             task_pick,
