@@ -275,7 +275,7 @@ async fn rate_limits_refuse_with_retry_after_and_metrics_count_what_happened() {
     let start = Instant::now();
     let body = loop {
         let body = http_get(addr, "/metrics").await;
-        if body.contains("kungfu_raft_is_leader 1") {
+        if body.lines().any(|l| l == "kungfu_raft_is_leader 1") {
             break body;
         }
         assert!(start.elapsed() < BOUND, "metrics never showed this node as leader:\n{body}");
@@ -309,8 +309,8 @@ async fn metrics_are_on_by_default_described_for_promtool_and_cover_process_buil
         let answer = http_get(addr, "/metrics").await;
         let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
         if answer.starts_with("HTTP/1.1 200")
-            && body.contains("kungfu_ready 1")
-            && body.contains("kungfu_raft_is_leader 1")
+            && body.lines().any(|l| l == "kungfu_ready 1")
+            && body.lines().any(|l| l == "kungfu_raft_is_leader 1")
         {
             break body;
         }
@@ -338,7 +338,10 @@ async fn metrics_are_on_by_default_described_for_promtool_and_cover_process_buil
     // Process.
     assert!(value("process_resident_memory_bytes") > 1e6, "RSS");
     assert!(value("process_open_fds") >= 3.0, "fds");
-    assert!(value("process_cpu_seconds_total") > 0.0, "CPU");
+    // Whole seconds (a counter of the `metrics` crate is an integer): a node just started may
+    // not have used one yet, so the family and its type are what can be asserted here.
+    assert!(value("process_cpu_seconds_total") >= 0.0, "CPU");
+    assert!(body.contains("# TYPE process_cpu_seconds_total counter"), "{body}");
     // Build: the commit `kungfud --version` names, and the compiler.
     let version = std::process::Command::new(kungfud()).arg("--version").output().expect("kungfud --version");
     let version = String::from_utf8_lossy(&version.stdout).to_string();
@@ -352,7 +355,7 @@ async fn metrics_are_on_by_default_described_for_promtool_and_cover_process_buil
     assert!(value("kungfu_data_dir_free_bytes") > 0.0, "free bytes");
     assert!(value("kungfu_data_dir_size_bytes") >= value("kungfu_data_dir_free_bytes"), "size >= free");
     // Raft: a term, an applied index that covers the actions, no lag on a lone node.
-    assert!(value("kungfu_raft_term") >= 1.0);
+    assert!(value("kungfu_raft_term") >= 1.0, "{body}");
     assert!(value("kungfu_raft_applied_index") >= 2.0);
     assert!(value("kungfu_raft_committed_index") >= value("kungfu_raft_applied_index"));
     assert_eq!(value("kungfu_raft_commit_lag_entries") + value("kungfu_raft_apply_lag_entries"), 0.0, "idle lone node");
@@ -548,11 +551,15 @@ async fn the_api_port_bounds_connections_per_peer_and_closes_silent_ones() {
     use tokio::io::AsyncReadExt;
     // Whether the node closed `s` (EOF or reset) within `wait`; false if it is still open.
     async fn closed_within(s: &mut tokio::net::TcpStream, wait: Duration) -> bool {
-        let mut buf = [0u8; 64];
-        match tokio::time::timeout(wait, s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => true,
-            Ok(Ok(n)) => panic!("the node sent {n} bytes to a peer that never spoke HTTP/2"),
-            Err(_) => false,
+        // The server's own HTTP/2 preface (a SETTINGS frame) may arrive first; read past it.
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
         }
     }
     let cluster = Cluster::start(1, "[api]\nhandshake_timeout_ms = 8000\nmax_connections_per_peer = 4\n");

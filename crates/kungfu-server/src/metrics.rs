@@ -204,7 +204,7 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
         let m = node.metrics();
         let index = |l: &Option<kungfu_raft::types::LogId>| l.as_ref().map(|l| l.index).unwrap_or(0);
         let last = m.last_log_index.unwrap_or(0);
-        let (committed, applied) = (index(&m.committed), index(&m.last_applied));
+        let (committed, applied) = (index(&m.local_committed), index(&m.last_applied));
         metrics::gauge!("kungfu_raft_term").set(m.current_term as f64);
         let leader = kungfu_raft::node::leader_in(&m);
         metrics::gauge!("kungfu_raft_is_leader").set(if leader == Some(node.id) { 1.0 } else { 0.0 });
