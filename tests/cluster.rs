@@ -416,6 +416,45 @@ async fn registrations_are_limited_per_client_behind_the_mcp_door_and_a_forwardi
     }
 }
 
+/// A cluster whose membership names its nodes by host name (`localhost:PORT`, as compose or
+/// Kubernetes deployments do) still credits a forwarded call to its client: the leader resolves
+/// the members' names to know the forwarding follower is one of them. Two gRPC clients behind a
+/// follower, each with its own budget of two registrations a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_named_by_host_name_forwards_registrations_counted_per_client() {
+    let settings =
+        format!("operator_token = \"{DOOR_TEST_TOKEN}\"\n[rate_limits]\nregistrations_per_minute_per_ip = 2\n");
+    let cluster = Cluster::start_named(3, &settings, TEST_RAFT, "localhost");
+    let leader = agreed_leader(&cluster, DOOR_TEST_TOKEN).await;
+    let follower = cluster.nodes.values().find(|n| n.id != leader).expect("a follower");
+    let from = |ip: &'static str| async move {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", follower.api))
+            .expect("endpoint")
+            .local_address(Some(ip.parse().expect("ip")))
+            .connect()
+            .await
+            .expect("connect");
+        pb::agent_service_client::AgentServiceClient::new(channel)
+    };
+    let register = |mut agents: pb::agent_service_client::AgentServiceClient<tonic::transport::Channel>,
+                    key: String| async move {
+        agents.register(tonic::Request::new(pb::RegisterRequest { idempotency_key: key })).await
+    };
+    let first = from("127.0.0.2").await;
+    for i in 0..2 {
+        let r = register(first.clone(), format!("a{i}")).await;
+        assert!(r.is_ok(), "registration {i} of the first client: {r:?}\n{}", cluster.logs());
+    }
+    let over = register(first.clone(), "a2".into()).await;
+    assert_eq!(code(&over.expect_err("over the limit")), "RATE_LIMITED", "the first client's third");
+    // The second client is not the first (nor the follower): its budget is whole.
+    let second = from("127.0.0.3").await;
+    for i in 0..2 {
+        let r = register(second.clone(), format!("b{i}")).await;
+        assert!(r.is_ok(), "registration {i} of the second client behind the follower: {r:?}");
+    }
+}
+
 /// gRPC health's status of the whole server (`""`) at `api`; None when the call fails.
 async fn health_of(api: std::net::SocketAddr) -> Option<i32> {
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};

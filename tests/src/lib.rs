@@ -161,14 +161,19 @@ impl Cluster {
 
     /// [`Cluster::start`] with another `[raft]` table body (timing, log retention).
     pub fn start_with_raft(n: u64, extra: &str, raft_settings: &str) -> Cluster {
+        Cluster::start_named(n, extra, raft_settings, "127.0.0.1")
+    }
+
+    /// [`Cluster::start_with_raft`] with the members' addresses in the membership written with
+    /// `host` (e.g. `localhost`, as a deployment names its nodes by DNS) instead of an IP; the
+    /// nodes still listen on 127.0.0.1.
+    pub fn start_named(n: u64, extra: &str, raft_settings: &str, host: &str) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let ports: Vec<(u64, u16, u16)> = (1..=n).map(|id| (id, free_port(), free_port())).collect();
         let mut peers = String::new();
         if n > 1 {
             for (id, api, raft) in &ports {
-                peers.push_str(&format!(
-                    "\n[[peers]]\nid = {id}\nraft = \"127.0.0.1:{raft}\"\napi = \"127.0.0.1:{api}\"\n"
-                ));
+                peers.push_str(&format!("\n[[peers]]\nid = {id}\nraft = \"{host}:{raft}\"\napi = \"{host}:{api}\"\n"));
             }
         }
         let mut nodes = BTreeMap::new();

@@ -10,7 +10,7 @@
 //! listener, believes that header only from those two: a call carrying this node's own door token
 //! ([`kungfu_api::DOOR_TOKEN`], random per process, never sent off the node), or a forwarded call
 //! (`kungfu-forwarded`) whose connection comes from the address of a current member of the
-//! cluster. Anyone else's header is ignored and the connection's own address counts, so a client
+//! cluster (an IP in the membership, or one its host names resolve to, re-resolved every 5 s). Anyone else's header is ignored and the connection's own address counts, so a client
 //! cannot escape its limit by claiming another address. (On a cluster whose members all share one
 //! host, every client on that host connects from a member's address; that host is trusted.)
 //!
@@ -54,16 +54,61 @@ fn same_token(presented: &[u8], own: &[u8]) -> bool {
     presented.len() == own.len() && presented.iter().zip(own).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
+/// How often the host names in the membership are resolved again (a replaced container keeps its
+/// name and may come back with another address).
+const RESOLVE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The addresses that the host names of the membership (`kungfu-2:7400`, as in a compose or
+/// Kubernetes deployment) resolve to, refreshed in the background: the request path never waits
+/// on DNS. Addresses written as IPs need no resolving and are read from the membership directly.
+type NamedMembers = Arc<std::sync::RwLock<std::collections::HashSet<IpAddr>>>;
+
 /// The layer; one per API listener.
 #[derive(Clone, Debug)]
 pub struct ClientAddrLayer {
-    pub b: Arc<Backend>,
+    b: Arc<Backend>,
+    named: NamedMembers,
+}
+
+impl ClientAddrLayer {
+    /// The layer, and a task that resolves the membership's host names every [`RESOLVE_EVERY`]
+    /// until the last copy of the layer and its services is dropped.
+    pub fn new(b: Arc<Backend>) -> ClientAddrLayer {
+        let named = NamedMembers::default();
+        let weak = Arc::downgrade(&named);
+        let node = b.node.clone();
+        tokio::spawn(async move {
+            loop {
+                let names: Vec<String> = {
+                    let m = node.metrics();
+                    m.membership_config
+                        .membership()
+                        .nodes()
+                        .flat_map(|(_, n)| [n.api.clone(), n.raft.clone()])
+                        .filter(|a| a.parse::<SocketAddr>().is_err())
+                        .collect()
+                };
+                let mut resolved = std::collections::HashSet::new();
+                for name in &names {
+                    match tokio::net::lookup_host(name.as_str()).await {
+                        Ok(addrs) => resolved.extend(addrs.map(|a| a.ip())),
+                        Err(e) => tracing::debug!(member = %name, "cannot resolve a member's address: {e}"),
+                    }
+                }
+                let Some(named) = weak.upgrade() else { return };
+                *named.write().unwrap_or_else(|p| p.into_inner()) = resolved;
+                drop(named);
+                tokio::time::sleep(RESOLVE_EVERY).await;
+            }
+        });
+        ClientAddrLayer { b, named }
+    }
 }
 
 impl<S> Layer<S> for ClientAddrLayer {
     type Service = ClientAddrService<S>;
     fn layer(&self, inner: S) -> ClientAddrService<S> {
-        ClientAddrService { inner, b: self.b.clone() }
+        ClientAddrService { inner, b: self.b.clone(), named: self.named.clone() }
     }
 }
 
@@ -72,15 +117,18 @@ impl<S> Layer<S> for ClientAddrLayer {
 pub struct ClientAddrService<S> {
     inner: S,
     b: Arc<Backend>,
+    named: NamedMembers,
 }
 
 impl<S> ClientAddrService<S> {
-    /// Whether `peer` is the address of a current member of the cluster (its API or raft address).
+    /// Whether `peer` is the address of a current member of the cluster (its API or raft address,
+    /// written as an IP or as a host name that resolves to it).
     fn is_member(&self, peer: IpAddr) -> bool {
         let metrics = self.b.node.metrics();
-        metrics.membership_config.membership().nodes().any(|(_, node)| {
+        let by_ip = metrics.membership_config.membership().nodes().any(|(_, node)| {
             [&node.api, &node.raft].iter().any(|a| a.parse::<SocketAddr>().is_ok_and(|a| a.ip() == peer))
-        })
+        });
+        by_ip || self.named.read().unwrap_or_else(|p| p.into_inner()).contains(&peer)
     }
 
     fn voucher(&self, req: &http::Request<Body>, peer: Option<IpAddr>) -> Voucher {

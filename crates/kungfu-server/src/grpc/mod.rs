@@ -144,7 +144,7 @@ pub async fn serve(
         // a dead one (no answer within the timeout closes it).
         .http2_keepalive_interval(Some(b.config.api.keepalive_interval()))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
-        .layer(client_addr::ClientAddrLayer { b: b.clone() })
+        .layer(client_addr::ClientAddrLayer::new(b.clone()))
         .layer(forward::ForwardLayer::new(b.clone()))
         .layer(oversize::OversizeLayer { max_message_bytes: max })
         .add_service(health_service)
