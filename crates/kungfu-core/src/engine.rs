@@ -33,9 +33,47 @@ impl Applied {
     }
 }
 
+/// What the leader's pre-check decided about a command (DESIGN §3: an optimization and a fair
+/// queue, never the authority).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Precheck {
+    /// Apply would refuse it with exactly this rejection on this state: no log write needed.
+    Refused(Rejection),
+    /// The same request was decided before (L3): its stored receipt is the answer.
+    Replayed(Receipt),
+    /// Nothing refused it before its first fact: it must go through the log, where apply decides.
+    Proceed,
+}
+
 /// Applies one command to a state. `Err` only when the state cannot be read; then nothing may be
 /// committed and the node must stop acknowledging (it cannot decide).
 pub fn apply(state: &dyn StateRead, cmd: &Command, limits: &Limits) -> Result<Applied, StateError> {
+    match run(state, cmd, limits, false)? {
+        Some(applied) => Ok(applied),
+        None => Err(StateError::Io("internal: apply stopped as a probe".into())),
+    }
+}
+
+/// Decides `cmd` as [`apply`] would, as far as its first fact, and builds nothing. A refusal or
+/// a replay is exactly what apply answers on the same state (the same code, field and message);
+/// `Proceed` says nothing either way. Costs the action's checks, not the facts, records, indexes
+/// and receipt that apply builds after them (issue #15: the pre-check ran the whole apply for
+/// every accepted write).
+pub fn precheck(state: &dyn StateRead, cmd: &Command, limits: &Limits) -> Result<Precheck, StateError> {
+    Ok(match run(state, cmd, limits, true)? {
+        None => Precheck::Proceed,
+        Some(Applied { outcome: Ok(receipt), replayed: true, .. }) => Precheck::Replayed(receipt),
+        Some(Applied { outcome: Err(r), .. }) if r.definite => Precheck::Refused(r),
+        // An action that records no fact succeeds without one (the no-effect successes of L2):
+        // apply answers it after the log.
+        Some(_) => Precheck::Proceed,
+    })
+}
+
+/// Applies `cmd`, or with `probe` decides it as far as the action's first fact (None once it got
+/// there). The deadlines the action settles first (L4) are always settled in full: the action is
+/// judged on the state they leave.
+fn run(state: &dyn StateRead, cmd: &Command, limits: &Limits, probe: bool) -> Result<Option<Applied>, StateError> {
     let actor = match cmd.principal {
         Principal::Agent(a) => Some(a),
         _ => None,
@@ -59,7 +97,7 @@ pub fn apply(state: &dyn StateRead, cmd: &Command, limits: &Limits) -> Result<Ap
                     ))
                 };
                 let replayed = outcome.is_ok();
-                return Ok(Applied { outcome, replayed, facts: Vec::new(), changes: Changeset::new() });
+                return Ok(Some(Applied { outcome, replayed, facts: Vec::new(), changes: Changeset::new() }));
             }
             Some(_) => return Err(StateError::corrupt(rk, "expected a receipt")),
             None => {}
@@ -77,11 +115,13 @@ pub fn apply(state: &dyn StateRead, cmd: &Command, limits: &Limits) -> Result<Ap
             Err(Fail::Reject(r)) => {
                 return Err(StateError::Io(format!("internal: settling deadlines was rejected: {r}")));
             }
+            Err(Fail::Probed) => return Err(StateError::Io("internal: settling deadlines stopped as a probe".into())),
         }
     }
     // Phase 2: the action itself, in an overlay of its own so a rejection leaves no trace (L2).
     let (decided, changes2, facts2) = {
         let mut second = Cx::new(&first.tx, cmd.ts, actor, seq, first.next_idx, limits);
+        second.probe = probe;
         let decided = decide::decide(&mut second, cmd, settled);
         (decided, second.tx.into_changes(), second.facts)
     };
@@ -98,11 +138,12 @@ pub fn apply(state: &dyn StateRead, cmd: &Command, limits: &Limits) -> Result<Ap
                 changes
                     .insert(rk, Some(Record::Receipt(StoredReceipt { digest: cmd.digest, receipt: receipt.clone() })));
             }
-            Ok(Applied { outcome: Ok(receipt), replayed: false, facts, changes })
+            Ok(Some(Applied { outcome: Ok(receipt), replayed: false, facts, changes }))
         }
         Err(Fail::Reject(r)) => {
-            Ok(Applied { outcome: Err(r), replayed: false, facts: first.facts, changes: first.tx.into_changes() })
+            Ok(Some(Applied { outcome: Err(r), replayed: false, facts: first.facts, changes: first.tx.into_changes() }))
         }
         Err(Fail::State(e)) => Err(e),
+        Err(Fail::Probed) => Ok(None),
     }
 }

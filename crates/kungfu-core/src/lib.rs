@@ -48,7 +48,7 @@ pub mod visibility;
 
 pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewGrant, PostBody, Principal};
 pub use decide::actor_object;
-pub use engine::{Applied, apply};
+pub use engine::{Applied, Precheck, apply, precheck};
 pub use fact::{ExpiryResult, Fact, JournaledFact, Verdict};
 pub use limits::{CoordLimits, Limits};
 pub use receipt::{ActionResult, GrantReceipt, Receipt, StoredReceipt};

@@ -4,7 +4,7 @@
 //! that rebuilding from the facts gives the live state (L1). Not used by production code.
 
 use crate::action::{Action, Addressees, Command, LabeledBody, NewGrant, PostBody, Principal, RankGoal};
-use crate::engine::{Applied, apply};
+use crate::engine::{Applied, Precheck, apply, precheck};
 use crate::limits::Limits;
 use crate::model::{ObligationId, Pin, ScatterRank};
 use crate::read;
@@ -81,10 +81,30 @@ impl World {
 
     /// Applies an already built command (its `ts` is used as is), commits, and checks.
     pub fn exec_cmd(&mut self, cmd: &Command) -> Applied {
+        let prechecked = match precheck(&self.state, cmd, &self.limits) {
+            Ok(p) => p,
+            Err(e) => panic!("state error while pre-checking {:?}: {e}", cmd.action.kind()),
+        };
         let applied = match apply(&self.state, cmd, &self.limits) {
             Ok(a) => a,
             Err(e) => panic!("state error while applying {:?}: {e}", cmd.action.kind()),
         };
+        // DESIGN §3: the leader's pre-check answers for apply only where apply answers the same on
+        // the same state; every command of every core test checks it.
+        match (&prechecked, &applied.outcome) {
+            (Precheck::Proceed, _) => assert!(
+                !applied.replayed,
+                "the pre-check missed a replay of {:?} that apply answered from its receipt",
+                cmd.action.kind()
+            ),
+            (Precheck::Refused(p), Err(a)) => {
+                assert_eq!(p, a, "the pre-check refused {:?} otherwise than apply", cmd.action.kind())
+            }
+            (Precheck::Replayed(p), Ok(a)) if applied.replayed => {
+                assert_eq!(p, a, "the pre-check replayed another receipt than apply for {:?}", cmd.action.kind())
+            }
+            (p, a) => panic!("the pre-check answered {p:?} where apply answered {a:?} for {:?}", cmd.action.kind()),
+        }
         if applied.outcome.is_err() {
             // A rejected action leaves nothing but the deadline facts it found (L2, L4).
             assert!(

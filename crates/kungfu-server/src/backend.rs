@@ -373,18 +373,19 @@ impl Backend {
         }
         let limits = self.limits();
         let started = std::time::Instant::now();
-        let applied = self.node.state.read(|s| kungfu_core::apply(s, cmd, &limits)).ok()?;
+        // Issue #15: decides as far as the action's first fact, not the whole apply again.
+        let decided = self.node.state.read(|s| kungfu_core::precheck(s, cmd, &limits)).ok()?;
         let kind = cmd.action.kind().as_str();
-        match applied.outcome {
-            Err(r) if r.definite => {
+        match decided {
+            kungfu_core::Precheck::Refused(r) => {
                 crate::metrics::action(kind, r.code.as_str(), started.elapsed());
                 Some(Err(r))
             }
-            Ok(receipt) if applied.replayed => {
+            kungfu_core::Precheck::Replayed(receipt) => {
                 crate::metrics::action(kind, "replayed", started.elapsed());
                 Some(Ok(Written { receipt, replayed: true }))
             }
-            _ => None,
+            kungfu_core::Precheck::Proceed => None,
         }
     }
 

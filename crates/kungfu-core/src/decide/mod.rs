@@ -36,6 +36,9 @@ use kungfu_types::{
 pub(crate) enum Fail {
     Reject(Rejection),
     State(StateError),
+    /// A probe ([`crate::engine::precheck`]) reached the action's first fact: every refusal it
+    /// could decide cheaply came before it. Not an outcome: apply never sees it.
+    Probed,
 }
 
 impl From<Rejection> for Fail {
@@ -74,6 +77,8 @@ pub(crate) struct Cx<'s> {
     pub next_idx: u32,
     pub facts: Vec<JournaledFact>,
     pub limits: &'s Limits,
+    /// Stop at the first fact with [`Fail::Probed`] (the leader's pre-check, DESIGN §3).
+    pub probe: bool,
 }
 
 impl<'s> Cx<'s> {
@@ -85,11 +90,18 @@ impl<'s> Cx<'s> {
         next_idx: u32,
         limits: &'s Limits,
     ) -> Cx<'s> {
-        Cx { tx: Tx::new(base), ts, actor, seq, next_idx, facts: Vec::new(), limits }
+        Cx { tx: Tx::new(base), ts, actor, seq, next_idx, facts: Vec::new(), limits, probe: false }
     }
 
     /// Records a fact: folds it into the overlay and journals it.
     pub fn emit(&mut self, fact: Fact) -> Res<()> {
+        // DESIGN §3: the pre-check is an optimization, never the authority. A probe stops where
+        // the action starts recording: the refusals before this point are exactly apply's (same
+        // code, same state), and what follows (building the facts, records, indexes and the
+        // receipt) apply does again in any case.
+        if self.probe {
+            return Err(Fail::Probed);
+        }
         let jf = JournaledFact { seq: self.seq, idx: self.next_idx, at: self.ts, actor: self.actor, fact };
         self.next_idx += 1;
         evolve(&mut self.tx, &jf)?;

@@ -235,7 +235,7 @@ pub(super) fn post(
                 return reject_field(Code::NotFound, "task_ref", "no task with that id is visible to you");
             }
             // A state that cannot be read is never taken for a visible Task.
-            Err(e @ Fail::State(_)) => return Err(e),
+            Err(e @ (Fail::State(_) | Fail::Probed)) => return Err(e),
         }
     }
     // The pinned version: an existing readable version, or new content as a new Memory (L2 combo).
