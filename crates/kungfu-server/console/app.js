@@ -2,8 +2,8 @@
 //
 // Rules this file keeps, because the page shows participant content (spec L6):
 // - Every value from the server reaches the page through textContent (the `text` and `el`
-//   helpers below); nothing here assigns innerHTML, outerHTML or insertAdjacentHTML, and nothing
-//   builds a URL from data.
+//   helpers below); nothing here parses markup (no HTML property or insertion method is used:
+//   tests/console.rs checks the served file), and nothing builds a URL from data.
 // - Keys live in sessionStorage (this tab only) and leave it only as an `Authorization: Bearer`
 //   header to this origin's own API. No cookie is set; no key is ever put in a URL.
 // - Only read tools are called (`/ui/api/tools/<tool>`); the server refuses the others anyway.
