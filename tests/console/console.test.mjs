@@ -39,6 +39,12 @@ function cli(key, ...args) {
   return JSON.parse(out);
 }
 
+/** The result a write's receipt carries (`receipt.result.<kind>`), as the CLI prints it in JSON. */
+function receiptOf(answer) {
+  const result = answer && answer.receipt && answer.receipt.result;
+  return result ? Object.values(result)[0] : {};
+}
+
 async function shot(page, name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 }
@@ -123,16 +129,16 @@ test("an agent's page shows its owed response, content as text, and the response
   const a = cli(null, "register", "--no-save");
   const b = cli(null, "register", "--no-save");
   const [aKey, bKey] = [a.agent_key, b.agent_key];
-  const bId = b.agent ?? b.agent_id;
+  const bId = b.agent ?? b.agent_id ?? receiptOf(b).agent;
   assert.ok(aKey && bKey && bId, `register answers: ${JSON.stringify(b)}`);
   const created = cli(aKey, "thread", "create", "--text", "console test", "--grant", "speaker");
-  const thread = created.thread ?? created.thread_id;
-  const secret = created.grant_secret ?? created.secret ?? (created.grant && created.grant.secret);
+  const thread = receiptOf(created).thread;
+  const secret = created.grant_secret;
   assert.ok(thread && secret, `thread create answers: ${JSON.stringify(created)}`);
   cli(bKey, "thread", "join", secret);
   const payload = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script><b>bold?</b>`;
   const posted = cli(aKey, "thread", "post", thread, "--text", payload, "--ask", bId);
-  const entry = posted.entry ?? posted.seq;
+  const entry = receiptOf(posted).entry;
   assert.ok(entry, `post answers: ${JSON.stringify(posted)}`);
 
   const context = await browser.newContext();
@@ -141,14 +147,16 @@ test("an agent's page shows its owed response, content as text, and the response
   page.on("pageerror", (e) => errors.push(String(e)));
   const requests = [];
   page.on("request", (r) => requests.push({ url: r.url(), auth: r.headers()["authorization"] }));
-  const live = [1, 2, 3].find((id) => {
-    try {
-      execFileSync("curl", ["-fsS", "-o", "/dev/null", consoleUrl(id)], { timeout: 5000 });
-      return true;
-    } catch (_) {
-      return false;
+  // A node that still serves (the first test killed one).
+  let live;
+  for (const id of [1, 2, 3]) {
+    const ok = await fetch(consoleUrl(id)).then((r) => r.ok, () => false);
+    if (ok) {
+      live = id;
+      break;
     }
-  });
+  }
+  assert.ok(live, "a node serves the console");
   await page.goto(consoleUrl(live));
   await page.fill("#agent-key", bKey);
   await page.click("#agent-form button[type=submit]");
