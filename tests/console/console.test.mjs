@@ -189,6 +189,29 @@ test("an agent's page shows its owed response, content as text, and the response
   const toolCalls = requests.filter((r) => r.url.includes("/ui/api/tools/"));
   assert.ok(toolCalls.length > 0 && toolCalls.every((r) => r.auth === `Bearer ${bKey}`), "tool calls carry the key");
 
+  // An assignment to B shows as an opportunity; once B takes it, a delivery with a deadline and a
+  // live countdown is owed.
+  const asg = receiptOf(
+    cli(aKey, "assignment", "create", thread, "--to", bId, "--criteria", "a summary", "--delivery-window-secs", "3600", "--ask-nobody"),
+  ).assignment;
+  assert.ok(asg, "assignment create names the assignment");
+  await page.waitForFunction(
+    (id) => document.getElementById("opportunities-table").textContent.includes(id),
+    asg,
+    { timeout: BOUND_MS },
+  );
+  cli(bKey, "assignment", "take", asg);
+  const delivery = `#turn-table tbody tr[data-obligation="assignment delivery ${asg}"] .countdown`;
+  await page.waitForSelector(delivery, { timeout: BOUND_MS });
+  const first = await page.textContent(delivery);
+  assert.match(first, /^(59m|1h 0m) \d+s left$/, "about an hour left");
+  await page.waitForFunction(
+    ([sel, before]) => document.querySelector(sel) && document.querySelector(sel).textContent !== before,
+    [delivery, first],
+    { timeout: 5000 },
+  );
+  await shot(page, "agent-delivery-countdown");
+
   // B replies with the CLI; the page drops the row by itself.
   cli(bKey, "thread", "post", thread, "--text", "done", "--reply-to", String(entry), "--ask-nobody");
   await page.waitForSelector(row, { state: "detached", timeout: BOUND_MS });
