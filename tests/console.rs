@@ -267,3 +267,54 @@ async fn console_cluster_view_is_open_on_loopback_and_shows_every_member_and_one
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// This machine's address on its default route, when it has one that is not loopback: a client
+/// connecting to it is not a loopback client. None on a machine with loopback only.
+fn outside_address() -> Option<std::net::IpAddr> {
+    // Connecting a UDP socket sends nothing; it only picks the route and its source address.
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// `cluster_view = "loopback"` (the default) refuses a client that is not on loopback, with a 403
+/// that says how to open the view, even when it brings the operator token; the same node answers
+/// a loopback client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_cluster_view_on_loopback_refuses_a_client_from_another_address() {
+    let Some(outside) = outside_address() else {
+        println!("SKIPPED: this machine has no address but loopback; the refusal is not exercised");
+        return;
+    };
+    let cluster = Cluster::start(1, &format!("operator_token = \"{TOKEN}\"\nhttp_listen = \"0.0.0.0:0\"\n"));
+    let bound = mcp_addr(&cluster.nodes[&1]).await;
+    let port = bound.port();
+    let host = format!("localhost:{port}");
+    let local = SocketAddr::from(([127, 0, 0, 1], port));
+    let auth = format!("Bearer {TOKEN}");
+    let start = Instant::now();
+    loop {
+        let view = request(local, "GET", "/ui/api/cluster", &[("Host", &host)], "").await;
+        if view.status == 200 && view.json()["leader"] == 1 {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the loopback view never showed a leader: {view:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let remote = request(
+        SocketAddr::new(outside, port),
+        "GET",
+        "/ui/api/cluster",
+        &[("Host", &host), ("Authorization", &auth)],
+        "",
+    )
+    .await;
+    assert_eq!(remote.status, 403, "{remote:?}");
+    let e = &remote.json()["error"];
+    assert_eq!(e["code"], "UNAUTHENTICATED", "{e}");
+    assert!(e["message"].as_str().is_some_and(|m| m.contains("loopback") && m.contains("operator_token")), "{e}");
+    // The agent view is not the cluster view: it is open from anywhere to a key.
+    let page = request(SocketAddr::new(outside, port), "GET", "/ui/", &[("Host", &host)], "").await;
+    assert_eq!(page.status, 200, "{page:?}");
+}

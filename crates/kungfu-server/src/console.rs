@@ -197,34 +197,21 @@ async fn call_tool(
     }
 }
 
-/// Who may see the cluster view (`console.cluster_view`).
+/// Who may see the cluster view (`console.cluster_view`, decided by the service layer): a refusal
+/// on loopback grounds is a 403 (no credential would help), a missing or wrong token a 401.
 fn cluster_operator(console: &Console, peer: SocketAddr, headers: &HeaderMap) -> Result<Operator, Response> {
-    match console.cluster_view {
-        ClusterView::Loopback if peer.ip().is_loopback() => Ok(Operator::authenticated()),
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::grpc::bearer_credential)
+        .map(str::to_string);
+    let credentials = Credentials { bearer, remote: Some(peer.ip()), ..Credentials::default() };
+    console.backend.authenticate_cluster_viewer(&credentials).map_err(|r| match console.cluster_view {
         ClusterView::Loopback => {
-            let r = Rejection::new(
-                Code::Unauthenticated,
-                "the cluster view is open to loopback clients only (console.cluster_view = \"loopback\"): open the \
-                 console on the node's own machine, or set console.cluster_view = \"operator_token\"",
-            );
-            Err(api_answer(StatusCode::FORBIDDEN, json!({ "error": kungfu_mcp::result::rejection_json(&r, None) })))
+            api_answer(StatusCode::FORBIDDEN, json!({ "error": kungfu_mcp::result::rejection_json(&r, None) }))
         }
-        ClusterView::OperatorToken => {
-            let bearer = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(crate::grpc::bearer_credential)
-                .map(str::to_string);
-            let credentials = Credentials { bearer, ..Credentials::default() };
-            console.backend.authenticate_operator(&credentials).map_err(|mut r| {
-                r.message = format!(
-                    "{} (console.cluster_view = \"operator_token\": enter the operator token in the page)",
-                    r.message
-                );
-                refused(&r)
-            })
-        }
-    }
+        ClusterView::OperatorToken => refused(&r),
+    })
 }
 
 /// `GET /ui/api/cluster`: every member's own view, as `kungfu cluster status` shows it.
