@@ -318,3 +318,16 @@ async fn console_cluster_view_on_loopback_refuses_a_client_from_another_address(
     let page = request(SocketAddr::new(outside, port), "GET", "/ui/", &[("Host", &host)], "").await;
     assert_eq!(page.status, 200, "{page:?}");
 }
+
+/// `console.enabled = false`: nothing is served under `/ui/`, while the MCP door on the same
+/// listener still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_disabled_serves_no_page_and_no_api() {
+    let (_cluster, http, _, agent) = one_node("[console]\nenabled = false\n").await;
+    let key = agent.key.clone().expect("key");
+    assert_eq!(request(http, "GET", "/ui/", &[], "").await.status, 404);
+    assert_eq!(console_tool(http, "turn_get", json!({}), Some(&key)).await.status, 404);
+    assert_eq!(request(http, "GET", "/ui/api/cluster", &[], "").await.status, 404);
+    let door = mcp_tool(http, "turn_get", json!({}), Some(&key)).await;
+    assert!(door["items"].is_array(), "the MCP door still serves: {door}");
+}
