@@ -237,7 +237,9 @@ async function refreshAgent() {
     drawTurn(turn);
     drawOpportunities(opportunities);
     const n = (turn.items || []).length;
-    setStatus("agent-status", n + " obligation(s) owed · refreshed " + new Date().toLocaleTimeString(), false);
+    // One page of the turn (the server's default size); say so when it has more.
+    const more = turn.next_cursor ? " (the oldest " + n + "; more are owed)" : "";
+    setStatus("agent-status", n + " obligation(s) owed" + more + " · refreshed " + new Date().toLocaleTimeString(), false);
   } catch (e) {
     setStatus("agent-status", e.message + (e.nextStep ? " (next step: " + e.nextStep + ")" : ""), true);
   }
@@ -281,7 +283,7 @@ const INSPECT_ARGS = {
   working_set_get: (id) => ({ object: id }),
   thread_timeline: (id) => ({ thread: id }),
   mailbox_get: (id) => ({ thread: id }),
-  task_get: (id) => ({ task: id }),
+  task_get: (id, version) => ({ task: id, version }),
   collective_get: (id, entry) => ({ thread: id, header: entry, include_outputs: true }),
   barrier_get: (id, entry) => ({ thread: id, entry }),
   entry_get: (id, entry) => ({ thread: id, entry }),

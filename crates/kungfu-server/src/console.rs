@@ -383,3 +383,40 @@ fn cluster_json(own: &pb::ClusterStatusResponse, members: &[(pb::ClusterNode, bo
         "nodes": nodes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(id: u64, role: pb::RaftRole, term: u64) -> pb::ClusterStatusResponse {
+        pb::ClusterStatusResponse { node_id: id, role: role as i32, term, ..Default::default() }
+    }
+
+    fn member(id: u64) -> (pb::ClusterNode, bool) {
+        (pb::ClusterNode { node_id: id, api_addr: format!("127.0.0.1:{}", 7400 + id), ..Default::default() }, true)
+    }
+
+    /// A deposed leader cut off from the others still says it leads, in an older term: the view
+    /// highlights one leader, the one of the highest term, and shows an unreachable member so.
+    #[test]
+    fn the_view_highlights_one_leader_the_one_of_the_highest_term() {
+        let own = status(1, pb::RaftRole::Leader, 2);
+        let mut new_leader = status(2, pb::RaftRole::Leader, 3);
+        new_leader.replication = vec![pb::ReplicationProgress { node_id: 1, lag_entries: 7, ..Default::default() }];
+        let views = vec![
+            View::Answered(own.clone()),
+            View::Answered(new_leader),
+            View::Unreachable("tcp connect error".into()),
+        ];
+        let view = cluster_json(&own, &[member(1), member(2), member(3)], &views);
+        assert_eq!(view["leader"], 2, "{view}");
+        assert_eq!(view["leader_term"], 3, "{view}");
+        let rows = view["nodes"].as_array().expect("nodes");
+        assert_eq!(rows[0]["lag_entries"], 7, "the stale leader's lag as the new leader counts it");
+        assert_eq!(rows[1]["lag_entries"], 0);
+        assert_eq!((rows[2]["reachable"].clone(), rows[2]["role"].clone()), (json!(false), json!("unreachable")));
+        assert_eq!(rows[2]["error"], "tcp connect error");
+        let none = cluster_json(&own, &[member(1)], &[View::Answered(status(1, pb::RaftRole::Follower, 4))]);
+        assert_eq!(none["leader"], Json::Null, "no leader known: none highlighted");
+    }
+}
