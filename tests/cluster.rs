@@ -330,22 +330,6 @@ async fn a_follower_serves_stale_reads_that_say_how_far_behind_they_are() {
 
 const DOOR_TEST_TOKEN: &str = "operator-token-for-client-address-tests";
 
-/// The `http://HOST:PORT/mcp` address a node's start-up line names (its HTTP listener may have
-/// bound port 0). Bounded.
-async fn mcp_addr(node: &NodeProc) -> std::net::SocketAddr {
-    let start = Instant::now();
-    loop {
-        let log = node.log();
-        if let Some(at) = log.find("MCP at http://") {
-            let rest = &log[at + "MCP at http://".len()..];
-            let addr = rest.split("/mcp").next().expect("a URL").to_string();
-            return addr.parse().unwrap_or_else(|e| panic!("the start-up line names {addr:?}: {e}"));
-        }
-        assert!(start.elapsed() < BOUND, "node {} never named its MCP URL:\n{log}", node.id);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// One MCP `agent_register` call (protocol revision 2026-07-28, no session) sent as raw HTTP from
 /// `source` (any of 127.0.0.0/8) to the door at `mcp`; the whole answer as text.
 async fn mcp_register_from(source: &str, mcp: std::net::SocketAddr, key: &str) -> String {

@@ -308,13 +308,21 @@ async fn metrics_are_on_by_default_described_for_promtool_and_cover_process_buil
     let body = loop {
         let answer = http_get(addr, "/metrics").await;
         let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        // The raft gauges are sampled every second: wait for a sample taken after the writes
+        // above applied, not only one that shows a ready leader.
+        let applied = body
+            .lines()
+            .find_map(|l| l.strip_prefix("kungfu_raft_applied_index "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
         if answer.starts_with("HTTP/1.1 200")
             && body.lines().any(|l| l == "kungfu_ready 1")
             && body.lines().any(|l| l == "kungfu_raft_is_leader 1")
+            && applied >= 2.0
         {
             break body;
         }
-        assert!(start.elapsed() < BOUND, "metrics never showed a ready leader:\n{answer}");
+        assert!(start.elapsed() < BOUND, "metrics never showed a ready leader with the writes applied:\n{answer}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     // Every sample's family is described and typed.

@@ -324,6 +324,22 @@ pub fn content(text: &str) -> Option<pb::Content> {
 
 pub mod conformance;
 
+/// The `http://HOST:PORT/mcp` address a node's start-up line names (its HTTP listener may have
+/// bound port 0). Bounded.
+pub async fn mcp_addr(node: &NodeProc) -> std::net::SocketAddr {
+    let start = Instant::now();
+    loop {
+        let log = node.log();
+        if let Some(at) = log.find("MCP at http://") {
+            let rest = &log[at + "MCP at http://".len()..];
+            let addr = rest.split("/mcp").next().expect("a URL").to_string();
+            return addr.parse().unwrap_or_else(|e| panic!("the start-up line names {addr:?}: {e}"));
+        }
+        assert!(start.elapsed() < BOUND, "node {} never named its MCP URL:\n{log}", node.id);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// One HTTP/1.1 GET of `path` at `addr` (the metrics listener, the probes); the whole answer,
 /// status line and headers included.
 pub async fn http_get(addr: SocketAddr, path: &str) -> String {

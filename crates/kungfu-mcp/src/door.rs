@@ -30,6 +30,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value as Json, json};
 use std::time::Duration;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 /// What the server tells a model about itself at the start of a session.
@@ -139,23 +140,69 @@ impl Door {
     /// refused like a bad key.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, Rejection> {
         let parts = ctx.extensions.get::<http::request::Parts>();
-        let header = parts
-            .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
-            .map(|v| v.to_str().map(str::to_string));
+        let peer =
+            parts.and_then(|p| p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()).map(|c| c.0);
+        self.caller_of(parts.map(|p| &p.headers), peer)
+    }
+
+    /// [`Door::caller`] from an HTTP request's headers and the address its client connected from,
+    /// for every HTTP door that dispatches through this one (the MCP door, the console's API).
+    fn caller_of(
+        &self,
+        headers: Option<&http::HeaderMap>,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<Caller, Rejection> {
+        let header = headers.and_then(|h| h.get(http::header::AUTHORIZATION)).map(|v| v.to_str().map(str::to_string));
         let text = match header {
             Some(Ok(h)) => Some(h),
             Some(Err(_)) => return Err(bad_credential()),
             None => self.default_key.as_ref().map(|k| format!("Bearer {k}")),
         };
         let bearer = text.map(|t| t.parse::<Bearer>().map_err(|_| bad_credential())).transpose()?;
-        let peer = parts
-            .and_then(|p| p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>())
-            .and_then(|c| c.0.ip().to_string().parse().ok());
+        let peer = peer.and_then(|p| p.ip().to_string().parse().ok());
         let client = match (&self.vouch, peer) {
             (Some(token), Some(addr)) => Some(Vouched { addr, token: token.clone() }),
             _ => None,
         };
         Ok(Caller { bearer, client })
+    }
+
+    /// Serves one READ tool (`readOnlyHint`) for an HTTP door other than MCP: the console's JSON
+    /// API (`/ui/api/tools/{tool}` in the server). The same registry entry, the same caller rules
+    /// (the request's `Authorization` header as it came, the client's address vouched for) and the
+    /// same call path as an MCP `tools/call`, so both answer alike; a tool that writes is refused
+    /// here, before anything is sent, which keeps such a door read-only.
+    pub async fn call_read_tool(
+        &self,
+        name: &str,
+        args: Option<&JsonObject>,
+        headers: &http::HeaderMap,
+        peer: Option<std::net::SocketAddr>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
+        let shown: String = name.chars().take(MAX_ECHOED_NAME).collect();
+        let Some(spec) = registry().get(name) else {
+            let r = Rejection::field(
+                Code::NotFound,
+                "tool",
+                format!("unknown tool {shown:?}; tools/list at /mcp names every tool"),
+            );
+            return Ok(result::rejection(&r, None));
+        };
+        if !spec.read_only() {
+            // INVALID_ARGUMENT's next step is `revise`: ask for a read tool, or act elsewhere.
+            let r = Rejection::field(
+                Code::InvalidArgument,
+                "tool",
+                format!("{shown} writes, and this door is read-only; call it through the MCP door (/mcp) or the CLI"),
+            );
+            return Ok(result::rejection(&r, None));
+        }
+        let caller = match self.caller_of(Some(headers), peer) {
+            Ok(c) => c,
+            Err(r) => return Ok(result::rejection(&r, None)),
+        };
+        self.dispatch(&spec.kind, args, &caller, cancel).await
     }
 
     /// Serves one tool call, and logs a refusal to the host (structure only).
@@ -189,9 +236,20 @@ impl Door {
             Ok(c) => c,
             Err(r) => return Ok(result::rejection(&r, None)),
         };
-        match &spec.kind {
-            ToolKind::Rpc(rpc) => self.call_rpc(rpc, args, &caller).await,
-            ToolKind::TurnWait => self.turn_wait(args, &caller, ctx).await,
+        self.dispatch(&spec.kind, args, &caller, &ctx.ct).await
+    }
+
+    /// One tool call for an authenticated-or-not caller; `cancel` ends a wait early.
+    async fn dispatch(
+        &self,
+        kind: &ToolKind,
+        args: Option<&JsonObject>,
+        caller: &Caller,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
+        match kind {
+            ToolKind::Rpc(rpc) => self.call_rpc(rpc, args, caller).await,
+            ToolKind::TurnWait => self.turn_wait(args, caller, cancel).await,
         }
     }
 
@@ -219,7 +277,7 @@ impl Door {
         &self,
         args: Option<&JsonObject>,
         caller: &Caller,
-        ctx: &RequestContext<RoleServer>,
+        cancel: &CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
         let timeout_secs = match turn_wait_timeout(args) {
             Ok(t) => t,
@@ -234,7 +292,7 @@ impl Door {
             return Ok(result::success(turn_wait_answer(&turn, 0), None));
         }
         let deadline = started + Duration::from_secs(timeout_secs);
-        if let Err(r) = self.wait_for_turn_change(caller, deadline, ctx).await {
+        if let Err(r) = self.wait_for_turn_change(caller, deadline, cancel).await {
             return Ok(result::rejection(&r, None));
         }
         let turn = match self.get_turn(caller).await {
@@ -262,7 +320,7 @@ impl Door {
         &self,
         caller: &Caller,
         deadline: Instant,
-        ctx: &RequestContext<RoleServer>,
+        cancel: &CancellationToken,
     ) -> Result<(), Rejection> {
         let reg = registry();
         let request = DynamicMessage::new(reg.message("WatchTurnRequest"));
@@ -272,7 +330,7 @@ impl Door {
         let mut stream = tokio::select! {
             s = open => s.map_err(|s| refusal(&s))?,
             _ = tokio::time::sleep_until(deadline) => return Ok(()),
-            _ = ctx.ct.cancelled() => return Ok(()),
+            _ = cancel.cancelled() => return Ok(()),
         };
         loop {
             tokio::select! {
@@ -283,7 +341,7 @@ impl Door {
                     Ok(None) | Err(_) => return Ok(()),
                 },
                 _ = tokio::time::sleep_until(deadline) => return Ok(()),
-                _ = ctx.ct.cancelled() => return Ok(()),
+                _ = cancel.cancelled() => return Ok(()),
             }
         }
     }

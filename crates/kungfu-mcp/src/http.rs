@@ -76,3 +76,100 @@ pub fn http_router(door: Door, options: HttpOptions, shutdown: CancellationToken
     let service = StreamableHttpService::new(move || Ok(door.for_session()), Arc::new(sessions), config);
     axum::Router::new().route_service(PATH, service)
 }
+
+/// The MCP door's protection for another door on the same listener (the console's JSON API): the
+/// `Host` header must name an allowed host (DNS rebinding) and an `Origin`, when there is one,
+/// must be an allowed origin, by the rules the MCP door applies (rmcp's): a host entry without a
+/// port admits any port, an origin entry ending in `:*` admits any port. `allowed_hosts` empty
+/// means [`LOOPBACK_HOSTS`]; `allowed_origins` empty refuses every request with an `Origin`.
+/// The refusal says which header is at fault, for a 403.
+pub fn admits(headers: &http::HeaderMap, allowed_hosts: &[String], allowed_origins: &[String]) -> Result<(), String> {
+    let host = headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let Some((host_name, host_port)) = authority(host) else {
+        return Err("the request has no valid Host header".to_string());
+    };
+    let loopback: Vec<String>;
+    let hosts = if allowed_hosts.is_empty() {
+        loopback = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+        &loopback
+    } else {
+        allowed_hosts
+    };
+    let host_ok = hosts.iter().filter_map(|a| authority(a.trim())).any(|(name, port)| {
+        name == host_name
+            && match port {
+                Some(p) => host_port == Some(p),
+                None => true,
+            }
+    });
+    if !host_ok {
+        return Err(format!("Host {host:?} is not an allowed host of this node (mcp.allowed_hosts)"));
+    }
+    let Some(origin) = headers.get(http::header::ORIGIN) else { return Ok(()) };
+    let origin = origin.to_str().unwrap_or("");
+    let admitted = origin_parts(origin).is_some_and(|(scheme, name, port)| {
+        allowed_origins.iter().any(|allowed| {
+            let allowed = allowed.trim();
+            let (base, any_port) = match allowed.strip_suffix(":*") {
+                Some(base) => (base, true),
+                None => (allowed, false),
+            };
+            let Some((a_scheme, a_name, a_port)) = origin_parts(base) else { return false };
+            let default = |s: &str| match s {
+                "http" => Some(80),
+                "https" => Some(443),
+                _ => None,
+            };
+            a_scheme == scheme
+                && a_name == name
+                && (any_port || a_port.is_none() || a_port == port.or_else(|| default(&scheme)))
+        })
+    });
+    if admitted { Ok(()) } else { Err(format!("Origin {origin:?} is not an allowed origin (mcp.allowed_origins)")) }
+}
+
+/// `host[:port]` as a lower-case host without brackets and its port.
+fn authority(text: &str) -> Option<(String, Option<u16>)> {
+    let a = http::uri::Authority::try_from(text).ok()?;
+    Some((a.host().trim_matches(['[', ']']).to_ascii_lowercase(), a.port_u16()))
+}
+
+/// `scheme://host[:port]` as its lower-case scheme, host and port.
+fn origin_parts(text: &str) -> Option<(String, String, Option<u16>)> {
+    let uri = http::Uri::try_from(text).ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let (host, port) = authority(uri.authority()?.as_str())?;
+    Some((scheme, host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(host: &str, origin: Option<&str>) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::HOST, host.parse().expect("host"));
+        if let Some(o) = origin {
+            h.insert(http::header::ORIGIN, o.parse().expect("origin"));
+        }
+        h
+    }
+
+    #[test]
+    fn a_rebinding_host_or_a_foreign_origin_is_refused_and_the_page_s_own_is_admitted() {
+        let hosts = vec!["127.0.0.1:7600".to_string(), "kungfu.example".to_string()];
+        let origins = vec!["http://127.0.0.1:7600".to_string(), "https://app.example:*".to_string()];
+        assert!(admits(&headers("127.0.0.1:7600", None), &hosts, &origins).is_ok());
+        assert!(admits(&headers("127.0.0.1:7600", Some("http://127.0.0.1:7600")), &hosts, &origins).is_ok());
+        assert!(admits(&headers("kungfu.example:9000", None), &hosts, &origins).is_ok(), "a bare host, any port");
+        assert!(admits(&headers("127.0.0.1:7601", None), &hosts, &origins).is_err(), "another port");
+        assert!(admits(&headers("evil.example:7600", None), &hosts, &origins).is_err(), "DNS rebinding");
+        let foreign = admits(&headers("127.0.0.1:7600", Some("http://evil.example")), &hosts, &origins);
+        assert!(foreign.is_err_and(|e| e.contains("Origin")), "a foreign origin");
+        assert!(admits(&headers("127.0.0.1:7600", Some("https://app.example:8443")), &hosts, &origins).is_ok());
+        assert!(admits(&headers("127.0.0.1:7600", Some("null")), &hosts, &origins).is_err());
+        // No list: loopback names only.
+        assert!(admits(&headers("localhost:1234", None), &[], &[]).is_ok());
+        assert!(admits(&headers("10.0.0.1:1234", None), &[], &[]).is_err());
+    }
+}

@@ -115,6 +115,11 @@ impl ToolSpec {
     pub fn name(&self) -> &str {
         &self.tool.name
     }
+
+    /// The tool only reads (`readOnlyHint`): the tools a read-only door (the console) may serve.
+    pub fn read_only(&self) -> bool {
+        self.tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true)
+    }
 }
 
 /// Every tool, in a stable order (services and methods as declared, then `turn_wait`).

@@ -3,7 +3,7 @@
 //! and the answer from its applied result, and reads on one snapshot. It speaks domain types and
 //! answers every refusal as a [`Rejection`]; the doors convert requests and answers at their edge.
 
-use crate::config::Config;
+use crate::config::{ClusterView, Config};
 use crate::credentials::{Caller, Consistency, Credentials, Operator};
 use kungfu_api::KeyedAction;
 use kungfu_core::read::ReadError;
@@ -261,6 +261,27 @@ impl Backend {
         match c.bearer.as_deref() {
             Some(t) if constant_time_eq(t.trim().as_bytes(), expected.as_bytes()) => Ok(Operator::authenticated()),
             _ => Err(status(Code::Unauthenticated, "operator token required")),
+        }
+    }
+
+    /// Who may read the cluster's status through the web console (`console.cluster_view`): with
+    /// `"loopback"` a client connected from a loopback address (`c.remote`), no token needed, and
+    /// no one else; with `"operator_token"` the operator token, as for every operator call.
+    pub fn authenticate_cluster_viewer(&self, c: &Credentials) -> Result<Operator, Rejection> {
+        match self.config.console.cluster_view {
+            ClusterView::Loopback if c.remote.is_some_and(|ip| ip.is_loopback()) => Ok(Operator::authenticated()),
+            ClusterView::Loopback => Err(status(
+                Code::Unauthenticated,
+                "the cluster view is open to loopback clients only (console.cluster_view = \"loopback\"): open the \
+                 console on the node's own machine, or set console.cluster_view = \"operator_token\"",
+            )),
+            ClusterView::OperatorToken => self.authenticate_operator(c).map_err(|mut r| {
+                r.message = format!(
+                    "{} (console.cluster_view = \"operator_token\": enter the operator token in the page)",
+                    r.message
+                );
+                r
+            }),
         }
     }
 

@@ -144,6 +144,36 @@ impl Default for McpSettings {
     }
 }
 
+/// Who may see the console's cluster view (`/ui/api/cluster`): the raft role, term, log positions
+/// and membership of every member, which is operator information.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterView {
+    /// Open, without a token, to clients that connect from a loopback address (a browser on the
+    /// node's own machine); refused to any other client.
+    Loopback,
+    /// Only with the operator token as `Authorization: Bearer <token>`, from any address.
+    OperatorToken,
+}
+
+/// The web console on the HTTP listener (`/ui/`, docs/console.md): whether it is served and who
+/// may see its cluster view. Its agent view is always guarded by the agent's own key, as the MCP
+/// door is; it reads and never writes.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleSettings {
+    /// Serve the console at `/ui/` (when the HTTP listener is on).
+    pub enabled: bool,
+    /// Who may see the cluster view: `"loopback"` (the default) or `"operator_token"`.
+    pub cluster_view: ClusterView,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> ConsoleSettings {
+        ConsoleSettings { enabled: true, cluster_view: ClusterView::Loopback }
+    }
+}
+
 /// The port of the HTTP listener (MCP at `/mcp`) of the single-node default, beside the API's 7400
 /// and raft's 7500: each node's HTTP port is its API port + 200 in every shipped configuration.
 pub const DEFAULT_HTTP_PORT: u16 = 7600;
@@ -187,6 +217,8 @@ pub struct Config {
     pub http_advertise: Option<String>,
     /// The MCP door: allowed hosts and origins, request size.
     pub mcp: McpSettings,
+    /// The web console at `/ui/` on the HTTP listener.
+    pub console: ConsoleSettings,
     /// Per-object actors: how many live at once, idle timeout, mailbox bound, actions in flight.
     pub actors: crate::actors::ActorSettings,
 }
@@ -213,6 +245,7 @@ impl Default for Config {
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
             http_advertise: None,
             mcp: McpSettings::default(),
+            console: ConsoleSettings::default(),
             actors: crate::actors::ActorSettings::default(),
         }
     }
@@ -379,6 +412,15 @@ impl Config {
         }
         if self.mcp.allowed_origins.iter().any(|o| !(o.starts_with("http://") || o.starts_with("https://"))) {
             return Err(bad("mcp.allowed_origins", "entries must be origins such as `http://host:port`"));
+        }
+        if self.console.enabled
+            && self.console.cluster_view == ClusterView::OperatorToken
+            && self.operator_token.is_none()
+        {
+            return Err(bad(
+                "console.cluster_view",
+                "\"operator_token\" needs an operator_token; set one, or use \"loopback\"",
+            ));
         }
         if self.limits.default_page_size == 0 || self.limits.default_page_size > self.limits.max_page_size {
             return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));

@@ -37,7 +37,9 @@ pub struct Caller {
 }
 
 /// Proof that a call carried the operator token: only
-/// [`Backend::authenticate_operator`](crate::backend::Backend::authenticate_operator) makes one,
+/// [`Backend::authenticate_operator`](crate::backend::Backend::authenticate_operator) makes one
+/// (and, for the console's cluster view on loopback, `console.cluster_view = "loopback"`,
+/// [`Backend::authenticate_cluster_viewer`](crate::backend::Backend::authenticate_cluster_viewer)),
 /// and every operator call takes it.
 #[derive(Debug)]
 pub struct Operator(());

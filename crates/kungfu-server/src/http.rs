@@ -1,5 +1,6 @@
 //! The HTTP listener (`http_listen`): where the MCP door (`kungfu-mcp`) is mounted, at `/mcp`,
-//! beside the probes (`/healthz`, `/readyz`) and the Prometheus metrics (`/metrics`, metrics.rs).
+//! beside the probes (`/healthz`, `/readyz`), the Prometheus metrics (`/metrics`, metrics.rs) and
+//! the web console (`/ui/`, console.rs), whose JSON API calls through the same door.
 //!
 //! The door is a client of this node's own public API: it holds a gRPC channel to the API
 //! listener over loopback, so an MCP call is authenticated, rate-limited, forwarded to the leader
@@ -74,9 +75,22 @@ pub async fn serve(
             options.allowed_origins = bound_config.mcp_allowed_origins();
         }
     }
-    let router = kungfu_mcp::http_router(door, options, stop.clone())
+    let console = config.console.enabled.then(|| {
+        crate::console::router(
+            config,
+            backend.clone(),
+            door.clone(),
+            options.allowed_hosts.clone(),
+            options.allowed_origins.clone(),
+            stop.clone(),
+        )
+    });
+    let mut router = kungfu_mcp::http_router(door, options, stop.clone())
         .merge(probes(backend))
         .merge(crate::metrics::route(config.data_dir.clone()));
+    if let Some(console) = console {
+        router = router.merge(console);
+    }
     // The client's address reaches the door as `ConnectInfo` in each request's extensions. No
     // Nagle on accepted sockets: an answer's last small write must not wait for a delayed ACK.
     let service = router.into_make_service_with_connect_info::<SocketAddr>();

@@ -17,6 +17,8 @@
 //! - [`deadlines`]: the leader's deadline scheduler (L4: exactly once, DESIGN §4).
 //! - [`grpc`]: the gRPC door: the six protocol services and `CoordService`, the operator and watch
 //!   services, request forwarding and oversize refusals, serving with health and reflection.
+//! - [`console`]: the read-only web console at `/ui/` (embedded page, read tools through the MCP
+//!   door's call path, the cluster view).
 //! - [`http`]: the HTTP listener (`http_listen`), where the MCP door (`kungfu-mcp`) is mounted at
 //!   `/mcp` as a client of this node's own API.
 //! - [`metrics`]: Prometheus metrics, on by default (actions, refusals, raft, actors, process, disk, build).
@@ -29,6 +31,7 @@ pub mod admin;
 pub mod backend;
 pub mod canary;
 pub mod config;
+pub mod console;
 pub mod credentials;
 pub mod deadlines;
 pub mod grpc;

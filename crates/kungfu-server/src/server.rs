@@ -96,10 +96,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 .map_err(|e| anyhow::anyhow!("configuration: http_listen: cannot listen on {addr}: {e}"))?;
             let url = crate::http::mcp_url(&config, http_listener.local_addr()?);
             let http_at = http_listener.local_addr()?;
+            let console = if config.console.enabled {
+                format!("; console at {}{}", url.trim_end_matches(kungfu_mcp::http::PATH), crate::console::PATH)
+            } else {
+                String::new()
+            };
             tracing::info!(
                 api = %api,
                 mcp = %url,
-                "serving the public API at {api}; MCP at {url}; metrics at http://{http_at}/metrics, probes at /healthz and /readyz"
+                "serving the public API at {api}; MCP at {url}; metrics at http://{http_at}/metrics, probes at /healthz and /readyz{console}"
             );
             let (config, stop, b) = (config.clone(), http_stop.clone(), backend.clone());
             Some(tokio::spawn(async move { crate::http::serve(&config, api, b, http_listener, stop).await }))

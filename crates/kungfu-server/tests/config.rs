@@ -110,6 +110,10 @@ fn invalid_settings_are_refused_naming_the_setting() {
         ("mcp.max_body_bytes", Box::new(|c| c.mcp.max_body_bytes = 1024)),
         ("mcp.allowed_origins", Box::new(|c| c.mcp.allowed_origins = vec!["localhost:7600".into()])),
         ("mcp.allowed_hosts", Box::new(|c| c.mcp.allowed_hosts = vec![" ".into()])),
+        (
+            "console.cluster_view",
+            Box::new(|c| c.console.cluster_view = kungfu_server::config::ClusterView::OperatorToken),
+        ),
     ];
     for (setting, break_it) in cases {
         let mut c = Config::default();
@@ -126,4 +130,27 @@ fn unknown_settings_in_a_file_are_refused() {
     std::fs::write(&f, "node_id = 1\nnode_idd = 2\n").expect("write");
     let e = Config::from_file(&f).expect_err("typo must be refused");
     assert!(e.message.contains("node_idd"), "{e}");
+}
+
+/// `[console]`: on by default with the cluster view open to loopback only; `cluster_view` is read
+/// by name from a file, and an unknown value is refused naming it.
+#[test]
+fn the_console_is_on_by_default_and_its_cluster_view_is_read_by_name() {
+    use kungfu_server::config::ClusterView;
+    let c = Config::default();
+    assert!(c.console.enabled);
+    assert_eq!(c.console.cluster_view, ClusterView::Loopback);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("node.toml");
+    std::fs::write(
+        &f,
+        "node_id = 1\noperator_token = \"console-config-test-token\"\n[console]\ncluster_view = \"operator_token\"\n",
+    )
+    .expect("write");
+    let c = Config::from_file(&f).expect("parse");
+    c.validate().expect("valid with a token");
+    assert_eq!(c.console.cluster_view, ClusterView::OperatorToken);
+    std::fs::write(&f, "node_id = 1\n[console]\ncluster_view = \"anyone\"\n").expect("write");
+    let e = Config::from_file(&f).expect_err("an unknown view");
+    assert!(e.message.contains("anyone") || e.message.contains("cluster_view"), "{e}");
 }

@@ -122,7 +122,10 @@ fn run(args: Args) -> anyhow::Result<()> {
             config.raft_advertise(),
             config
                 .http_listen
-                .map(|h| format!("at {h} (MCP, /metrics, /healthz, /readyz)"))
+                .map(|h| {
+                    let console = if config.console.enabled { ", console /ui/" } else { "" };
+                    format!("at {h} (MCP, /metrics, /healthz, /readyz{console})")
+                })
                 .unwrap_or_else(|| "off".into()),
             config.voters().len(),
             if config.operator_token.is_some() { ", operator calls enabled" } else { "" },

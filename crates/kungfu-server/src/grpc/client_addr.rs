@@ -57,6 +57,10 @@ fn same_token(presented: &[u8], own: &[u8]) -> bool {
 /// How often the host names in the membership are resolved again (a replaced container keeps its
 /// name and may come back with another address).
 const RESOLVE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often the membership is looked at for a change, which is resolved at once: a node that
+/// starts knows no membership until it bootstraps or hears from a leader, and waiting a whole
+/// [`RESOLVE_EVERY`] after that left a fresh cluster's forwarding followers unrecognised.
+const MEMBERSHIP_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The addresses that the host names of the membership (`kungfu-2:7400`, as in a compose or
 /// Kubernetes deployment) resolve to, refreshed in the background: the request path never waits
@@ -78,16 +82,32 @@ impl ClientAddrLayer {
         let weak = Arc::downgrade(&named);
         let node = b.node.clone();
         tokio::spawn(async move {
+            // The membership entry last resolved, and when.
+            let mut resolved_at: Option<(Option<kungfu_raft::types::LogId>, tokio::time::Instant)> = None;
             loop {
-                let names: Vec<String> = {
+                let (names, membership): (Vec<String>, _) = {
                     let m = node.metrics();
-                    m.membership_config
+                    let names = m
+                        .membership_config
                         .membership()
                         .nodes()
                         .flat_map(|(_, n)| [n.api.clone(), n.raft.clone()])
                         .filter(|a| a.parse::<SocketAddr>().is_err())
-                        .collect()
+                        .collect();
+                    (names, m.membership_config.log_id().clone())
                 };
+                let due = match &resolved_at {
+                    Some((at, when)) => *at != membership || when.elapsed() >= RESOLVE_EVERY,
+                    None => true,
+                };
+                if !due {
+                    if weak.strong_count() == 0 {
+                        return;
+                    }
+                    tokio::time::sleep(MEMBERSHIP_CHECK_EVERY).await;
+                    continue;
+                }
+                resolved_at = Some((membership, tokio::time::Instant::now()));
                 let mut resolved = std::collections::HashSet::new();
                 for name in &names {
                     match tokio::net::lookup_host(name.as_str()).await {
@@ -98,7 +118,7 @@ impl ClientAddrLayer {
                 let Some(named) = weak.upgrade() else { return };
                 *named.write().unwrap_or_else(|p| p.into_inner()) = resolved;
                 drop(named);
-                tokio::time::sleep(RESOLVE_EVERY).await;
+                tokio::time::sleep(MEMBERSHIP_CHECK_EVERY).await;
             }
         });
         ClientAddrLayer { b, named }

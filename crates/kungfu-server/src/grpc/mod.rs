@@ -44,7 +44,7 @@ pub const DEFAULT_CALL_BUDGET: Duration = Duration::from_secs(60);
 /// The credential of an `authorization` value whose scheme is `Bearer`, in any case (the scheme is
 /// case-insensitive: RFC 7235 §2.1, RFC 6750 §2.1), after the spaces that follow the scheme;
 /// untrimmed at its end. None for another scheme or no credential.
-fn bearer_credential(value: &str) -> Option<&str> {
+pub(crate) fn bearer_credential(value: &str) -> Option<&str> {
     let (scheme, rest) = value.split_once(' ')?;
     let credential = rest.trim_start_matches(' ');
     (scheme.eq_ignore_ascii_case("bearer") && !credential.is_empty()).then_some(credential)

@@ -1,0 +1,333 @@
+//! The web console (issue #18) against real `kungfud` processes, over raw HTTP: the embedded page
+//! and its security headers, the JSON tool endpoint (read tools only, keys as the MCP door takes
+//! them, Host/Origin checks), and the cluster view's two guards. The page itself is tested in a
+//! real browser by `tests/console/run.sh`.
+
+use kungfu_system_tests::*;
+use serde_json::{Value as Json, json};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "operator-token-for-console-tests";
+
+/// One HTTP answer: status, headers (lower-case names) and body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Json {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+}
+
+/// One HTTP/1.1 request to `addr` with `Host: <addr>` unless `headers` names another.
+async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect to the HTTP listener");
+    s.write_all(head.as_bytes()).await.expect("write");
+    s.write_all(body.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(BOUND, s.read_to_end(&mut out)).await.expect("the node answers").expect("read");
+    let text = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Answer { status, headers, body: body.to_string() }
+}
+
+/// `POST /ui/api/tools/{tool}` with `args`, as the agent `key` (None: no Authorization header).
+async fn console_tool(http: SocketAddr, tool: &str, args: Json, key: Option<&str>) -> Answer {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    request(http, "POST", &format!("/ui/api/tools/{tool}"), &headers, &args.to_string()).await
+}
+
+/// The same tool called through the MCP door (revision 2026-07-28, no session): the tool result's
+/// structured content.
+async fn mcp_tool(http: SocketAddr, tool: &str, args: Json, key: Option<&str>) -> Json {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": tool, "arguments": args,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string();
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    let answer = request(http, "POST", "/mcp", &headers, &body).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.json()["result"]["structuredContent"].clone()
+}
+
+/// One node with an HTTP listener, `extra` settings, and a registered agent (its id and client).
+async fn one_node(extra: &str) -> (Cluster, SocketAddr, String, Client) {
+    let cluster = Cluster::start(1, &format!("operator_token = \"{TOKEN}\"\nhttp_listen = \"127.0.0.1:0\"\n{extra}"));
+    let http = mcp_addr(&cluster.nodes[&1]).await;
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let (id, agent) = register_when_serving(&anon, "console", || cluster.logs()).await;
+    (cluster, http, id, agent)
+}
+
+/// `/ui/` is the page compiled into the binary, under a policy that forbids inline script, so
+/// nothing injected into it can run; its script is served from this origin and sets no HTML.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_page_is_embedded_and_served_under_a_policy_that_forbids_inline_script() {
+    let (_cluster, http, _, _) = one_node("").await;
+    let page = request(http, "GET", "/ui/", &[], "").await;
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(page.header("content-type").is_some_and(|t| t.starts_with("text/html")), "{page:?}");
+    let csp = page.header("content-security-policy").expect("a CSP header");
+    for directive in ["script-src 'self'", "default-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"] {
+        assert!(csp.contains(directive), "CSP {csp:?} lacks {directive}");
+    }
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert!(page.body.contains("<script src=\"app.js\""), "the page loads its script from this origin");
+    // No inline script: the one script element has a src, and there is no event-handler attribute.
+    assert_eq!(page.body.matches("<script").count(), 1, "{}", page.body);
+    assert!(!page.body.contains(" onload=") && !page.body.contains(" onclick="), "{}", page.body);
+    assert!(page.header("set-cookie").is_none(), "the console sets no cookie");
+
+    let script = request(http, "GET", "/ui/app.js", &[], "").await;
+    assert_eq!(script.status, 200);
+    assert!(script.header("content-type").is_some_and(|t| t.starts_with("text/javascript")), "{script:?}");
+    assert!(script.body.contains("textContent"), "content is set as text");
+    for html_sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        assert!(!script.body.contains(html_sink), "app.js must not use {html_sink}");
+    }
+    assert!(!script.body.contains("document.cookie") && script.body.contains("sessionStorage"));
+    let style = request(http, "GET", "/ui/style.css", &[], "").await;
+    assert!(style.status == 200 && style.header("content-type").is_some_and(|t| t.starts_with("text/css")));
+    let bare = request(http, "GET", "/ui", &[], "").await;
+    assert_eq!((bare.status, bare.header("location")), (308, Some("/ui/")), "{bare:?}");
+}
+
+/// The tool endpoint serves READ tools of the MCP registry, as the agent whose key the request
+/// carries; a write tool is refused by name with a stable code and a next step, and nothing is
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_tool_endpoint_serves_read_tools_and_refuses_a_write_tool_by_name() {
+    let (_cluster, http, id, agent) = one_node("").await;
+    let key = agent.key.clone().expect("a key");
+
+    let turn = console_tool(http, "turn_get", json!({}), Some(&key)).await;
+    assert_eq!(turn.status, 200, "{turn:?}");
+    assert_eq!(turn.header("cache-control"), Some("no-store"));
+    assert!(turn.json()["result"]["items"].is_array(), "{turn:?}");
+
+    let write = console_tool(http, "thread_create", json!({"subject": {"text": "x"}}), Some(&key)).await;
+    assert_eq!(write.status, 400, "{write:?}");
+    let e = &write.json()["error"];
+    assert_eq!(e["code"], "INVALID_ARGUMENT", "{e}");
+    assert_eq!(e["field"], "tool", "{e}");
+    assert_eq!(e["next_step"], "revise", "{e}");
+    let message = e["message"].as_str().expect("message");
+    assert!(message.contains("thread_create") && message.contains("read-only"), "{message}");
+    // Nothing was written: the agent's working set of itself, read through the console, lists no
+    // open thread.
+    let me = console_tool(http, "working_set_get", json!({ "object": id }), Some(&key)).await;
+    assert_eq!(me.status, 200, "{me:?}");
+    assert_eq!(me.json()["result"]["agent"]["open_threads"], 0, "the refused thread_create wrote nothing: {me:?}");
+    let unknown = console_tool(http, "no_such_tool", json!({}), Some(&key)).await;
+    assert_eq!((unknown.status, unknown.json()["error"]["code"].as_str()), (404, Some("NOT_FOUND")));
+    let not_object =
+        request(http, "POST", "/ui/api/tools/turn_get", &[("Authorization", &format!("Bearer {key}"))], "[1, 2]").await;
+    assert_eq!(not_object.json()["error"]["field"], "arguments", "{not_object:?}");
+}
+
+/// A missing or unknown key is refused as the MCP door refuses it: the same code, the same
+/// message, for the same read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_tool_endpoint_refuses_a_missing_or_invalid_key_as_the_mcp_door_does() {
+    let (_cluster, http, _, _) = one_node("").await;
+    for key in [None, Some("kf_ag_not-a-real-key")] {
+        let console = console_tool(http, "turn_get", json!({}), key).await;
+        assert_eq!(console.status, 401, "{key:?}: {console:?}");
+        let refused = &console.json()["error"];
+        assert_eq!(refused["code"], "UNAUTHENTICATED", "{key:?}: {refused}");
+        let door = mcp_tool(http, "turn_get", json!({}), key).await;
+        assert_eq!(refused["code"], door["code"], "{key:?}");
+        assert_eq!(refused["message"], door["message"], "{key:?}");
+    }
+}
+
+/// DNS rebinding and cross-site requests: a Host that is not the node's, or an Origin that is not
+/// the page's, is refused before any tool runs; the page's own origin is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_api_refuses_a_foreign_host_or_origin_like_the_mcp_door() {
+    let (_cluster, http, _, agent) = one_node("").await;
+    let auth = format!("Bearer {}", agent.key.clone().expect("key"));
+    let rebinding =
+        request(http, "POST", "/ui/api/tools/turn_get", &[("Host", "evil.example"), ("Authorization", &auth)], "{}")
+            .await;
+    assert_eq!(rebinding.status, 403, "{rebinding:?}");
+    assert!(rebinding.body.contains("Host"), "{rebinding:?}");
+    let origin = "http://evil.example";
+    let foreign =
+        request(http, "POST", "/ui/api/tools/turn_get", &[("Origin", origin), ("Authorization", &auth)], "{}").await;
+    assert_eq!(foreign.status, 403, "{foreign:?}");
+    let own = format!("http://{http}");
+    let same =
+        request(http, "POST", "/ui/api/tools/turn_get", &[("Origin", &own), ("Authorization", &auth)], "{}").await;
+    assert_eq!(same.status, 200, "{same:?}");
+    let cluster = request(http, "GET", "/ui/api/cluster", &[("Host", "evil.example")], "").await;
+    assert_eq!(cluster.status, 403, "{cluster:?}");
+}
+
+/// `console.cluster_view = "operator_token"`: the cluster view is refused without the token (and
+/// with another), and shown with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_cluster_view_guarded_by_the_operator_token_refuses_without_it() {
+    let (_cluster, http, _, _) = one_node("[console]\ncluster_view = \"operator_token\"\n").await;
+    let none = request(http, "GET", "/ui/api/cluster", &[], "").await;
+    assert_eq!(none.status, 401, "{none:?}");
+    assert_eq!(none.json()["error"]["code"], "UNAUTHENTICATED");
+    assert!(none.json()["error"]["message"].as_str().is_some_and(|m| m.contains("operator token")), "{none:?}");
+    let wrong =
+        request(http, "GET", "/ui/api/cluster", &[("Authorization", "Bearer not-the-operator-token")], "").await;
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    let auth = format!("Bearer {TOKEN}");
+    let view = request(http, "GET", "/ui/api/cluster", &[("Authorization", &auth)], "").await;
+    assert_eq!(view.status, 200, "{view:?}");
+    assert_eq!(view.header("cache-control"), Some("no-store"));
+    let view = view.json();
+    assert_eq!(view["nodes"].as_array().map(Vec::len), Some(1), "{view}");
+    assert_eq!(view["leader"], 1, "{view}");
+}
+
+/// The default (`cluster_view = "loopback"`): a loopback client sees every member of a
+/// three-node cluster without a token, each from its own view, with exactly one leader, and a
+/// killed member shown unreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_cluster_view_is_open_on_loopback_and_shows_every_member_and_one_leader() {
+    let mut cluster = Cluster::start(3, &format!("operator_token = \"{TOKEN}\"\nhttp_listen = \"127.0.0.1:0\"\n"));
+    let leader = agreed_leader(&cluster, TOKEN).await;
+    let follower = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+    let http = mcp_addr(&cluster.nodes[&follower]).await;
+    let view = request(http, "GET", "/ui/api/cluster", &[], "").await;
+    assert_eq!(view.status, 200, "{view:?}");
+    let view = view.json();
+    let nodes = view["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 3, "{view}");
+    assert_eq!(view["leader"], leader, "{view}");
+    assert_eq!(view["answered_by"], follower, "{view}");
+    let leaders: Vec<&Json> = nodes.iter().filter(|n| n["role"] == "leader").collect();
+    assert_eq!(leaders.len(), 1, "{view}");
+    assert!(nodes.iter().all(|n| n["reachable"] == true && n["term"].as_u64() >= Some(1)), "{view}");
+    assert_eq!(view["membership"]["voters"].as_array().map(Vec::len), Some(3), "{view}");
+
+    // Another follower dies: the view still answers, showing it unreachable.
+    let other = *cluster.nodes.keys().find(|id| **id != leader && **id != follower).expect("another follower");
+    cluster.nodes.get_mut(&other).expect("node").kill();
+    let start = Instant::now();
+    loop {
+        let view = request(http, "GET", "/ui/api/cluster", &[], "").await.json();
+        let row = view["nodes"].as_array().and_then(|n| n.iter().find(|r| r["node_id"] == other).cloned());
+        if row.as_ref().is_some_and(|r| r["reachable"] == false && r["role"] == "unreachable") {
+            assert_eq!(view["leader"], leader, "{view}");
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the killed node never showed unreachable: {view}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// This machine's address on its default route, when it has one that is not loopback: a client
+/// connecting to it is not a loopback client. None on a machine with loopback only.
+fn outside_address() -> Option<std::net::IpAddr> {
+    // Connecting a UDP socket sends nothing; it only picks the route and its source address.
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// `cluster_view = "loopback"` (the default) refuses a client that is not on loopback, with a 403
+/// that says how to open the view, even when it brings the operator token; the same node answers
+/// a loopback client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_cluster_view_on_loopback_refuses_a_client_from_another_address() {
+    let Some(outside) = outside_address() else {
+        println!("SKIPPED: this machine has no address but loopback; the refusal is not exercised");
+        return;
+    };
+    let cluster = Cluster::start(1, &format!("operator_token = \"{TOKEN}\"\nhttp_listen = \"0.0.0.0:0\"\n"));
+    let bound = mcp_addr(&cluster.nodes[&1]).await;
+    let port = bound.port();
+    let host = format!("localhost:{port}");
+    let local = SocketAddr::from(([127, 0, 0, 1], port));
+    let auth = format!("Bearer {TOKEN}");
+    let start = Instant::now();
+    loop {
+        let view = request(local, "GET", "/ui/api/cluster", &[("Host", &host)], "").await;
+        if view.status == 200 && view.json()["leader"] == 1 {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the loopback view never showed a leader: {view:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let remote = request(
+        SocketAddr::new(outside, port),
+        "GET",
+        "/ui/api/cluster",
+        &[("Host", &host), ("Authorization", &auth)],
+        "",
+    )
+    .await;
+    assert_eq!(remote.status, 403, "{remote:?}");
+    let e = &remote.json()["error"];
+    assert_eq!(e["code"], "UNAUTHENTICATED", "{e}");
+    assert!(e["message"].as_str().is_some_and(|m| m.contains("loopback") && m.contains("operator_token")), "{e}");
+    // The agent view is not the cluster view: it is open from anywhere to a key.
+    let page = request(SocketAddr::new(outside, port), "GET", "/ui/", &[("Host", &host)], "").await;
+    assert_eq!(page.status, 200, "{page:?}");
+}
+
+/// `console.enabled = false`: nothing is served under `/ui/`, while the MCP door on the same
+/// listener still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_disabled_serves_no_page_and_no_api() {
+    let (_cluster, http, _, agent) = one_node("[console]\nenabled = false\n").await;
+    let key = agent.key.clone().expect("key");
+    assert_eq!(request(http, "GET", "/ui/", &[], "").await.status, 404);
+    assert_eq!(console_tool(http, "turn_get", json!({}), Some(&key)).await.status, 404);
+    assert_eq!(request(http, "GET", "/ui/api/cluster", &[], "").await.status, 404);
+    let door = mcp_tool(http, "turn_get", json!({}), Some(&key)).await;
+    assert!(door["items"].is_array(), "the MCP door still serves: {door}");
+}

@@ -1,0 +1,221 @@
+// The web console in a real browser (tests/console/run.sh sets the environment): Debian's
+// chromium driven by playwright-core, against a three-node cluster started with `kungfu dev up`.
+// Every wait is bounded; screenshots go to $KUNGFU_CONSOLE_SHOTS.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import path from "node:path";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run tests/console/run.sh`);
+  return v;
+};
+const KUNGFU = env("KUNGFU");
+const KUNGFUD = env("KUNGFUD");
+const SHOTS = env("KUNGFU_CONSOLE_SHOTS");
+const WORK = env("KUNGFU_CONSOLE_WORK");
+const { chromium } = createRequire(path.join(env("PLAYWRIGHT_DIR"), "/"))("playwright-core");
+
+const BOUND_MS = 60_000;
+const DEV = path.join(WORK, "dev");
+// The CLI's profiles (`dev up` saves one) stay inside the run's directory.
+const CLI_ENV = { ...process.env, XDG_CONFIG_HOME: path.join(WORK, "config") };
+
+let base = 0;
+let browser;
+const endpoints = () => [0, 1, 2].map((i) => `127.0.0.1:${base + i}`).join(",");
+const consoleUrl = (id) => `http://127.0.0.1:${base + 200 + id - 1}/ui/`;
+
+function kungfu(args, opts = {}) {
+  return execFileSync(KUNGFU, args, { env: CLI_ENV, encoding: "utf8", timeout: BOUND_MS, ...opts });
+}
+
+/** A CLI call as `key` against the cluster, its JSON answer. */
+function cli(key, ...args) {
+  const out = kungfu(["--endpoint", endpoints(), "--json", ...(key ? ["--key", key] : []), ...args]);
+  return JSON.parse(out);
+}
+
+/** The result a write's receipt carries (`receipt.result.<kind>`), as the CLI prints it in JSON. */
+function receiptOf(answer) {
+  const result = answer && answer.receipt && answer.receipt.result;
+  return result ? Object.values(result)[0] : {};
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** The node ids of the rows of the cluster table, and which are highlighted as leader. */
+async function clusterRows(page) {
+  return page.$$eval("#cluster-table tbody tr[data-node-id]", (rows) =>
+    rows.map((r) => ({ id: Number(r.dataset.nodeId), role: r.dataset.role, leader: r.classList.contains("leader") })),
+  );
+}
+
+async function eventually(what, probe) {
+  const start = Date.now();
+  let last;
+  for (;;) {
+    last = await probe();
+    if (last) return last;
+    if (Date.now() - start > BOUND_MS) throw new Error(`${what}: not within ${BOUND_MS} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+before(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  // Ports BASE.., BASE+100.., BASE+200..: try a few bases (dev up refuses a taken port by name).
+  let lastError;
+  for (let attempt = 0; attempt < 5 && !base; attempt++) {
+    const candidate = 20000 + Math.floor(Math.random() * 90) * 100 + Math.floor(Math.random() * 90);
+    try {
+      kungfu(["dev", "up", "--dir", DEV, "--base-port", String(candidate), "--kungfud", KUNGFUD], { stdio: "pipe" });
+      base = candidate;
+    } catch (e) {
+      lastError = e;
+    }
+  }
+  if (!base) throw new Error(`kungfu dev up failed: ${lastError && (lastError.stderr || lastError.message)}`);
+  browser = await chromium.launch({ executablePath: env("CHROMIUM"), args: ["--no-sandbox"] });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (base) kungfu(["dev", "down", "--dir", DEV], { stdio: "pipe" });
+});
+
+test("the cluster view shows three nodes and one leader, and a new leader after the leader is killed", async () => {
+  const token = fs.readFileSync(path.join(DEV, "operator-token"), "utf8").trim();
+  const status = cli(token, "cluster", "status");
+  const leader = status.nodes.find((n) => n.role === "leader").node_id;
+  // Browse a follower: the page must outlive the leader.
+  const watched = [1, 2, 3].find((id) => id !== leader);
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(consoleUrl(watched));
+
+  const rows = await eventually("three nodes and one highlighted leader", async () => {
+    const r = await clusterRows(page);
+    return r.length === 3 && r.filter((x) => x.leader).length === 1 ? r : null;
+  });
+  assert.equal(rows.find((x) => x.leader).id, leader, "the highlighted leader is the cluster's");
+  assert.equal(rows.filter((x) => x.role === "leader").length, 1);
+  await shot(page, "cluster-three-nodes");
+
+  const pid = Number(fs.readFileSync(path.join(DEV, `node${leader}.pid`), "utf8").trim());
+  process.kill(pid, "SIGKILL");
+  // Without a reload: a new leader highlighted, the old one shown unreachable.
+  const after = await eventually("a new leader, the old one unreachable", async () => {
+    const r = await clusterRows(page);
+    const highlighted = r.filter((x) => x.leader);
+    const old = r.find((x) => x.id === leader);
+    return highlighted.length === 1 && highlighted[0].id !== leader && old && old.role === "unreachable" ? r : null;
+  });
+  assert.equal(after.length, 3);
+  await shot(page, "cluster-new-leader");
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
+
+test("an agent's page shows its owed response, content as text, and the response gone once replied", async () => {
+  // Two agents with the CLI (only the survivors of the first test serve; the CLI finds the leader).
+  const a = cli(null, "register", "--no-save");
+  const b = cli(null, "register", "--no-save");
+  const [aKey, bKey] = [a.agent_key, b.agent_key];
+  const bId = b.agent ?? b.agent_id ?? receiptOf(b).agent;
+  assert.ok(aKey && bKey && bId, `register answers: ${JSON.stringify(b)}`);
+  const created = cli(aKey, "thread", "create", "--text", "console test", "--grant", "speaker");
+  const thread = receiptOf(created).thread;
+  const secret = created.grant_secret;
+  assert.ok(thread && secret, `thread create answers: ${JSON.stringify(created)}`);
+  cli(bKey, "thread", "join", secret);
+  const payload = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script><b>bold?</b>`;
+  const posted = cli(aKey, "thread", "post", thread, "--text", payload, "--ask", bId);
+  const entry = receiptOf(posted).entry;
+  assert.ok(entry, `post answers: ${JSON.stringify(posted)}`);
+
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const requests = [];
+  page.on("request", (r) => requests.push({ url: r.url(), auth: r.headers()["authorization"] }));
+  // A node that still serves (the first test killed one).
+  let live;
+  for (const id of [1, 2, 3]) {
+    const ok = await fetch(consoleUrl(id)).then((r) => r.ok, () => false);
+    if (ok) {
+      live = id;
+      break;
+    }
+  }
+  assert.ok(live, "a node serves the console");
+  await page.goto(consoleUrl(live));
+  await page.fill("#agent-key", bKey);
+  await page.click("#agent-form button[type=submit]");
+
+  const owed = `response to ${thread} entry ${entry}`;
+  const row = `#turn-table tbody tr[data-obligation="${owed}"]`;
+  await page.waitForSelector(row, { timeout: BOUND_MS });
+  const countdown = await page.textContent(`${row} .countdown`);
+  assert.ok(countdown && countdown.length > 0, "a countdown cell");
+  await shot(page, "agent-owed-response");
+
+  // The payload, read through the console, is text: no element was made from it, nothing ran.
+  await page.fill("#inspect-id", thread);
+  await page.selectOption("#inspect-view", "entry_get");
+  await page.fill("#inspect-entry", String(entry));
+  await page.click("#inspect-form button[type=submit]");
+  await page.waitForFunction(
+    (p) => document.getElementById("inspect-result").textContent.includes(p),
+    payload,
+    { timeout: BOUND_MS },
+  );
+  assert.equal(await page.$$eval("#inspect-result img, #inspect-result script, #inspect-result b", (n) => n.length), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "the payload ran nothing");
+  await shot(page, "agent-content-as-text");
+
+  // The key: in sessionStorage, sent only as a header, never in a URL or a cookie.
+  assert.equal(await page.evaluate(() => document.cookie), "");
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("kungfu.console.agentKey")), bKey);
+  assert.ok(requests.every((r) => !r.url.includes(bKey)), "the key is never in a URL");
+  const toolCalls = requests.filter((r) => r.url.includes("/ui/api/tools/"));
+  assert.ok(toolCalls.length > 0 && toolCalls.every((r) => r.auth === `Bearer ${bKey}`), "tool calls carry the key");
+
+  // An assignment to B shows as an opportunity; once B takes it, a delivery with a deadline and a
+  // live countdown is owed.
+  const asg = receiptOf(
+    cli(aKey, "assignment", "create", thread, "--to", bId, "--criteria", "a summary", "--delivery-window-secs", "3600", "--ask-nobody"),
+  ).assignment;
+  assert.ok(asg, "assignment create names the assignment");
+  await page.waitForFunction(
+    (id) => document.getElementById("opportunities-table").textContent.includes(id),
+    asg,
+    { timeout: BOUND_MS },
+  );
+  cli(bKey, "assignment", "take", asg);
+  const delivery = `#turn-table tbody tr[data-obligation="assignment delivery ${asg}"] .countdown`;
+  await page.waitForSelector(delivery, { timeout: BOUND_MS });
+  const first = await page.textContent(delivery);
+  assert.match(first, /^(59m|1h 0m) \d+s left$/, "about an hour left");
+  await page.waitForFunction(
+    ([sel, before]) => document.querySelector(sel) && document.querySelector(sel).textContent !== before,
+    [delivery, first],
+    { timeout: 5000 },
+  );
+  await shot(page, "agent-delivery-countdown");
+
+  // B replies with the CLI; the page drops the row by itself.
+  cli(bKey, "thread", "post", thread, "--text", "done", "--reply-to", String(entry), "--ask-nobody");
+  await page.waitForSelector(row, { state: "detached", timeout: BOUND_MS });
+  await shot(page, "agent-response-gone");
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
