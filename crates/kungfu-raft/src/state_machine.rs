@@ -188,7 +188,7 @@ impl StateMachine {
         applied_time: &AppliedTime,
         entries: &[Entry],
     ) -> Result<Applied, io::Error> {
-        let live = state.live();
+        let live = state.applier();
         let mut tx = Tx::new(&live);
         let mut responses = Vec::with_capacity(entries.len());
         let mut commands = Vec::new();

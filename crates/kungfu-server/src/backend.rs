@@ -395,7 +395,7 @@ impl Backend {
         let limits = self.limits();
         let started = std::time::Instant::now();
         // Issue #15: decides as far as the action's first fact, not the whole apply again.
-        let decided = self.node.state.read(|s| kungfu_core::precheck(s, cmd, &limits)).ok()?;
+        let decided = self.node.state.read_latest(|s| kungfu_core::precheck(s, cmd, &limits)).ok()?;
         let kind = cmd.action.kind().as_str();
         match decided {
             kungfu_core::Precheck::Refused(r) => {

@@ -83,6 +83,37 @@ pub struct StateStore {
     /// None only after a snapshot installation failed half way; every access then fails until the
     /// node restarts (and the next open recovers the directories).
     db: RwLock<Option<Arc<DB>>>,
+    /// Decoded copies of small, often read records of the latest state (issue #15): see [`Hot`].
+    hot: Hot,
+}
+
+/// How many records [`Hot`] keeps, and the largest encoding it keeps: the agents, threads,
+/// memberships and counters that every action reads again, not content.
+const HOT_RECORDS: usize = 16_384;
+const HOT_MAX_BYTES: usize = 512;
+
+/// A cache of decoded records of the latest committed state, for the two readers that read the
+/// same few records for every action: the applying writer ([`StateStore::applier`]) and the
+/// leader's pre-check ([`StateStore::read_latest`]). It always equals the database for every key
+/// it holds, because
+/// - [`StateStore::commit`] writes the batch and then updates (or drops) every key it changed,
+///   both under `gate` held for writing, and a snapshot install empties it under the same lock;
+/// - only readers that cannot race a commit fill it: the applying writer (the only committer, so
+///   nothing commits while it reads) and readers holding `gate` for reading (no commit can run).
+///   [`StateStore::live`] and [`StateStore::read`] neither read nor fill it.
+struct Hot {
+    records: quick_cache::sync::Cache<Key, Record>,
+    gate: RwLock<()>,
+}
+
+impl Hot {
+    fn new() -> Hot {
+        Hot { records: quick_cache::sync::Cache::new(HOT_RECORDS), gate: RwLock::new(()) }
+    }
+
+    fn cacheable(key: &[u8], encoded_len: usize) -> bool {
+        matches!(Family::of(key), Some(Family::Meta | Family::Records)) && encoded_len <= HOT_MAX_BYTES
+    }
 }
 
 impl std::fmt::Debug for StateStore {
@@ -96,7 +127,7 @@ impl StateStore {
     pub fn open(path: &Path, create: bool) -> Result<StateStore, Error> {
         recover_install(path)?;
         let db = open_db(path, create)?;
-        Ok(StateStore { path: path.to_path_buf(), db: RwLock::new(Some(Arc::new(db))) })
+        Ok(StateStore { path: path.to_path_buf(), db: RwLock::new(Some(Arc::new(db))), hot: Hot::new() })
     }
 
     fn handle(&self) -> Option<Arc<DB>> {
@@ -123,9 +154,28 @@ impl StateStore {
         }
     }
 
-    /// A view of the latest state, for the single writer that applies commands.
+    /// A view of the latest state without a snapshot (each read sees the latest commit), for
+    /// routing and key lookups. Neither reads nor fills the hot-record cache.
     pub fn live(&self) -> LiveView {
         LiveView { db: self.handle() }
+    }
+
+    /// The latest state for the single writer that applies commands (the only caller of
+    /// [`StateStore::commit`]), with the hot-record cache: nothing commits while it reads.
+    pub fn applier(&self) -> CachedView<'_> {
+        CachedView { db: self.handle(), snap: None, hot: &self.hot }
+    }
+
+    /// Runs `f` over the latest committed state, held still: no commit runs until `f` returns,
+    /// and reads go through the hot-record cache. For the leader's pre-check, which is short; a
+    /// long read would hold the applying writer back, so reads use [`StateStore::read`].
+    pub fn read_latest<R>(&self, f: impl FnOnce(&dyn StateRead) -> R) -> R {
+        // The handle first, then the gate: a snapshot install holds the handle's lock while it
+        // waits for the gate, so the other order could deadlock.
+        let Some(db) = self.handle() else { return f(&LiveView { db: None }) };
+        let _still = self.hot.gate.read().unwrap_or_else(|p| p.into_inner());
+        let snap = db.snapshot();
+        f(&CachedView { db: Some(db.clone()), snap: Some(&snap), hot: &self.hot })
     }
 
     /// Commits the changes of one or more applied commands together with metadata (`Some` puts,
@@ -133,11 +183,20 @@ impl StateStore {
     pub fn commit(&self, changes: &Changeset, meta: &[(&str, Option<Vec<u8>>)]) -> Result<(), Error> {
         let db = self.current()?;
         let mut batch = WriteBatch::default();
+        // Which of the changed records the hot-record cache may keep, in the changes' order.
+        let mut hot = Vec::with_capacity(changes.len());
         for (key, value) in changes {
             let cf = family_cf(&db, key).map_err(|e| Error::Corrupt { what: e.to_string() })?;
             match value {
-                Some(record) => batch.put_cf(cf, storage_key(key), envelope::encode(record)),
-                None => batch.delete_cf(cf, storage_key(key)),
+                Some(record) => {
+                    let bytes = envelope::encode(record);
+                    hot.push(Hot::cacheable(key, bytes.len()));
+                    batch.put_cf(cf, storage_key(key), bytes)
+                }
+                None => {
+                    hot.push(false);
+                    batch.delete_cf(cf, storage_key(key))
+                }
             }
         }
         let cf = db.cf_handle(CF_SM_META).ok_or_else(|| Error::Corrupt { what: "sm_meta missing".into() })?;
@@ -152,7 +211,18 @@ impl StateStore {
         // the log lost an unsynced tail that the state had already applied (group commit lets a
         // replica apply a committed entry before its own copy is synced), openraft purges the log
         // up to the applied entry at start, so no hole is left between the log and the state.
-        db.write_opt(batch, &WriteOptions::default()).map_err(Error::rocks(STORE))
+        // The hot-record cache changes with the database, under its gate (see `Hot`).
+        let _commit = self.hot.gate.write().unwrap_or_else(|p| p.into_inner());
+        let written = db.write_opt(batch, &WriteOptions::default()).map_err(Error::rocks(STORE));
+        for ((key, value), keep) in changes.iter().zip(hot) {
+            match value {
+                Some(record) if keep && written.is_ok() => self.hot.records.insert(key.clone(), record.clone()),
+                _ => {
+                    self.hot.records.remove(key);
+                }
+            }
+        }
+        written
     }
 
     pub fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
@@ -237,6 +307,9 @@ impl StateStore {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         drop(guard.take());
+        // The cache held the old state: empty it before anyone reads the new one.
+        let _commit = self.hot.gate.write().unwrap_or_else(|p| p.into_inner());
+        self.hot.records.clear();
         let old = sibling(&self.path, "old");
         remove_dir_if_exists(&old)?;
         std::fs::rename(&self.path, &old).map_err(Error::io(&old))?;
@@ -320,6 +393,56 @@ fn closed() -> Error {
 impl StateRead for LiveView {
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         self.view()?.get(key)
+    }
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        self.view()?.scan(prefix, after, limit)
+    }
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        self.view()?.scan_rev(prefix, before, limit)
+    }
+}
+
+/// The latest state through the hot-record cache ([`StateStore::applier`],
+/// [`StateStore::read_latest`]): a cached record, else the database, whose answer is cached when
+/// small.
+pub struct CachedView<'a> {
+    db: Option<Arc<DB>>,
+    snap: Option<&'a rocksdb::SnapshotWithThreadMode<'a, DB>>,
+    hot: &'a Hot,
+}
+
+impl std::fmt::Debug for CachedView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CachedView")
+    }
+}
+
+impl CachedView<'_> {
+    fn view(&self) -> Result<RocksView<'_>, StateError> {
+        match &self.db {
+            Some(db) => Ok(RocksView { db, snap: self.snap }),
+            None => Err(StateError::Io(closed().to_string())),
+        }
+    }
+}
+
+impl StateRead for CachedView<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        if let Some(record) = self.hot.records.get(key) {
+            return Ok(Some(record));
+        }
+        let view = self.view()?;
+        let cf = family_cf(view.db, key)?;
+        match view.db.get_cf_opt(cf, storage_key(key), &view.opts()).map_err(rocks_err)? {
+            Some(bytes) => {
+                let record = decode_record(key, &bytes)?;
+                if Hot::cacheable(key, bytes.len()) {
+                    self.hot.records.insert(key.to_vec(), record.clone());
+                }
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
     }
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
         self.view()?.scan(prefix, after, limit)

@@ -170,6 +170,73 @@ fn a_read_sees_one_state_even_while_a_commit_lands() {
     assert!(s.state.read(|v| v.agent(kungfu_types::AgentId(3))).expect("read").is_none());
 }
 
+// --- the hot-record cache (issue #15) ------------------------------------------------------------
+
+/// Applies every command through the applier's cached view and checks, after each commit, that
+/// every record and counter the cached views answer is the in-memory state's.
+#[test]
+fn the_cached_views_answer_exactly_the_committed_state_command_by_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let limits = Limits::default();
+    let mut mem = MemState::new();
+    for cmd in scenario() {
+        let a = apply(&mem, &cmd, &limits).expect("mem apply");
+        mem.commit(&a.changes);
+        let applier = s.state.applier();
+        let b = apply(&applier, &cmd, &limits).expect("rocks apply");
+        assert_eq!(a.changes, b.changes, "the cached state diverged at {:?}", cmd.action.kind());
+        s.state.commit(&b.changes, &[]).expect("commit");
+        // Every key the command changed, deleted ones included, reads as committed through both
+        // cached views (a stale cached copy would show here).
+        for key in a.changes.keys() {
+            let want = mem.get(key).expect("mem");
+            assert_eq!(s.state.applier().get(key).expect("applier"), want, "applier view of {key:?}");
+            assert_eq!(s.state.read_latest(|v| v.get(key)).expect("latest"), want, "latest view of {key:?}");
+        }
+    }
+    for family in [keys::Family::Meta, keys::Family::Records] {
+        for (key, record) in mem.scan_all(&[family as u8]).expect("mem") {
+            assert_eq!(s.state.applier().get(&key).expect("applier"), Some(record));
+        }
+    }
+}
+
+#[test]
+fn a_pre_check_read_holds_commits_back_so_the_cache_never_runs_ahead_of_its_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = std::sync::Arc::new(open(dir.path()));
+    run_both(&scenario()[..3], &s.state);
+    let agent = keys::agent(kungfu_types::AgentId(3));
+    let before = s.state.applier().get(&agent).expect("read").expect("agent 3 exists");
+    // A changed copy of agent 3, committed while a read holds the latest state.
+    let empty = MemState::new();
+    let mut tx = Tx::new(&empty);
+    tx.put(agent.clone(), kungfu_core::Record::Counters(Default::default()));
+    let changes = tx.into_changes();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let committer = s.state.read_latest(|view| {
+        assert_eq!(view.get(&agent).expect("read"), Some(before.clone()));
+        let (st, changes, d) = (s.clone(), changes.clone(), done.clone());
+        let committer = std::thread::spawn(move || {
+            st.state.commit(&changes, &[]).expect("commit");
+            d.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        // However long the read lasts, the commit waits for it, and the read (cache included)
+        // keeps answering the state it started on.
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(!done.load(std::sync::atomic::Ordering::SeqCst), "a commit landed during a latest-state read");
+            assert_eq!(view.get(&agent).expect("read"), Some(before.clone()));
+        }
+        committer
+    });
+    committer.join().expect("committer");
+    assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(s.state.applier().get(&agent).expect("read"), changes.get(&agent).cloned().flatten());
+    assert_eq!(s.state.read_latest(|v| v.get(&agent)).expect("read"), changes.get(&agent).cloned().flatten());
+}
+
 #[test]
 fn state_and_metadata_survive_a_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -213,8 +280,17 @@ fn a_snapshot_installed_on_another_node_gives_the_same_digest() {
     }
     drop(file);
     let received = sb.snapshots.accept(&path, &archive.name, &archive.sha256, b"meta").expect("accept");
+    // Node b read (and cached) a state of its own before the install: none of it may survive.
+    run_both(&scenario()[..3], &sb.state);
+    let agent = keys::agent(kungfu_types::AgentId(3));
+    assert!(sb.state.applier().get(&agent).expect("read").is_some());
     sb.snapshots.install(&received, &sb.state).expect("install");
     assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
+    for key in [agent, keys::counters()] {
+        let want = sa.state.read(|v| v.get(&key)).expect("a");
+        assert_eq!(sb.state.applier().get(&key).expect("applier"), want, "a cached record outlived the install");
+        assert_eq!(sb.state.read_latest(|v| v.get(&key)).expect("latest"), want);
+    }
     assert_eq!(sb.state.get_meta("last_applied").expect("meta"), Some(b"x".to_vec()));
     // The installed state is what later opens see.
     drop(sb);
