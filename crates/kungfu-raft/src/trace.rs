@@ -10,9 +10,9 @@
 //! AppendEntries request that carries such a command sends the context of the newest one as its
 //! `traceparent`; the follower remembers it for the commands of that request, and each node's
 //! apply of a batch becomes a child of the context its first traced command has (and links the
-//! others). A node applies a command once, so the entry is removed at apply; the map is bounded
-//! besides ([`Traces::CAPACITY`]), dropping the oldest, for commands that never apply here (a
-//! leader that lost its lead).
+//! others). Entries stay until the map is full ([`Traces::CAPACITY`]), when the oldest is dropped:
+//! not at apply, because a leader may apply a command (a quorum has it) before it has sent it to
+//! a slower follower, whose append and apply should still join the trace.
 //!
 //! All of it is off unless [`enable`] was called (the node's `[telemetry] otlp_endpoint` is set):
 //! then nothing is recorded or looked up and no header is written, so the write path pays one
@@ -181,35 +181,22 @@ impl Traces {
         if !enabled() {
             return None;
         }
-        let m = self.map();
-        let found: Vec<SpanContext> = stamps(entries).filter_map(|ts| m.by_ts.get(&ts).cloned()).collect();
-        found.into_iter().last()
+        self.of(entries).pop()
     }
 
-    /// Forgets the commands of `entries` (applied here) and returns their contexts, in log order.
-    pub fn take(&self, entries: &[Entry]) -> Vec<SpanContext> {
+    /// The contexts of the traced commands of `entries`, in log order.
+    pub fn of(&self, entries: &[Entry]) -> Vec<SpanContext> {
         if !enabled() {
             return Vec::new();
         }
-        let mut m = self.map();
-        let mut found = Vec::new();
-        for ts in stamps(entries) {
-            if let Some(cx) = m.by_ts.remove(&ts) {
-                found.push(cx);
-            }
-        }
-        if !found.is_empty() {
-            let by_ts = std::mem::take(&mut m.by_ts);
-            m.order.retain(|ts| by_ts.contains_key(ts));
-            m.by_ts = by_ts;
-        }
-        found
+        let m = self.map();
+        stamps(entries).filter_map(|ts| m.by_ts.get(&ts).cloned()).collect()
     }
 
     /// A `raft.apply` span for a batch of `entries` applied on this node, child of the first
     /// traced command's context and linked to the others'; a disabled span when none is traced.
     pub fn apply_span(&self, entries: &[Entry]) -> tracing::Span {
-        let mut traced = self.take(entries).into_iter();
+        let mut traced = self.of(entries).into_iter();
         let Some(parent) = traced.next() else { return tracing::Span::none() };
         let span = tracing::debug_span!(
             "raft.apply",
