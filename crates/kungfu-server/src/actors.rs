@@ -49,7 +49,9 @@ impl Default for ActorSettings {
 
 /// The one message of an object actor.
 pub enum ObjMsg {
-    Submit { cmd: Command, reply: RpcReplyPort<Result<Written, Rejection>> },
+    /// `span`: the caller's `action` span with telemetry on (its proposal is the span's child),
+    /// else none.
+    Submit { cmd: Command, span: tracing::Span, reply: RpcReplyPort<Result<Written, Rejection>> },
 }
 
 impl std::fmt::Debug for ObjMsg {
@@ -92,7 +94,7 @@ impl Actor for ObjectActor {
         state: &mut ObjState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ObjMsg::Submit { cmd, reply } => {
+            ObjMsg::Submit { cmd, span, reply } => {
                 // Waits while `max_in_flight` actions of this object are in flight: the mailbox
                 // holds the rest (bounded by `max_pending`).
                 let permit = state.in_flight.clone().acquire_owned().await?;
@@ -109,7 +111,7 @@ impl Actor for ObjectActor {
                 };
                 match prechecked {
                     Some(result) => answer(result),
-                    None => match state.backend.propose(cmd).await {
+                    None => match tracing::Instrument::instrument(state.backend.propose(cmd), span).await {
                         // Proposed, in order: the next action may be proposed while this one commits.
                         Ok(outcome) => {
                             tokio::spawn(async move { answer(outcome.await) });
@@ -201,7 +203,8 @@ impl Actors {
                     .with_retry_after(Micros::from_millis(100));
             return Err(r);
         }
-        match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
+        let span = if kungfu_raft::trace::enabled() { tracing::Span::current() } else { tracing::Span::none() };
+        match actor.call(|reply| ObjMsg::Submit { cmd, span, reply }, None).await {
             Ok(CallResult::Success(r)) => r,
             // The actor stopped or failed with the action queued or in flight: it may or may not
             // have been proposed, so the outcome is unknown (retry with the same key, L3).

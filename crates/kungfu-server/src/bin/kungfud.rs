@@ -207,6 +207,14 @@ fn run(args: Args) -> anyhow::Result<()> {
         Telemetry::start(&config.telemetry, config.node_id, &config.cluster_id)?
     };
     init_logs(&log, log_format, telemetry.as_ref());
+    if let Some(endpoint) = config.telemetry.otlp_endpoint.as_deref().filter(|_| telemetry.is_some()) {
+        tracing::info!(
+            otlp = endpoint,
+            "telemetry: exporting spans to {endpoint} over OTLP/gRPC as {:?} (sample ratio {})",
+            config.telemetry.service_name,
+            config.telemetry.sample_ratio
+        );
+    }
     let served = rt.block_on(kungfu_server::server::run(config, shutdown_signal()));
     // Flushed after the node stopped (SIGTERM included), while the runtime still runs the client.
     if let Some(t) = telemetry {
