@@ -5,7 +5,7 @@
 //! node exports nothing, even with the SDK's own endpoint variable pointing at the receiver.
 
 use kungfu_api::pb;
-use kungfu_system_tests::{BOUND, Client, Cluster, NodeProc, agreed_leader, connect, register_when_serving};
+use kungfu_system_tests::{BOUND, Client, Cluster, NodeProc, agreed_leader, connect, mcp_addr, register_when_serving};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
@@ -239,4 +239,68 @@ async fn trace_export_is_off_without_an_otlp_endpoint() {
     // A node flushes before it exits: whatever it would have sent has arrived by now.
     assert_eq!(*rx.exports.lock().expect("lock"), 0, "no export call with telemetry off");
     assert!(rx.spans.lock().expect("lock").is_empty());
+}
+
+/// One MCP `tools/call` (revision 2026-07-28, no session) over raw HTTP/1.1, as the agent `key`,
+/// with `traceparent`; returns the HTTP status.
+async fn mcp_call(http: SocketAddr, tool: &str, key: &str, traceparent: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": tool, "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {http}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\nAuthorization: Bearer {key}\r\ntraceparent: {traceparent}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(http).await.expect("connect to the HTTP listener");
+    s.write_all(head.as_bytes()).await.expect("write");
+    s.write_all(body.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(BOUND, s.read_to_end(&mut out)).await.expect("the node answers").expect("read");
+    let text = String::from_utf8_lossy(&out);
+    text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// The MCP door passes an MCP request's `traceparent` on to its gRPC call: the node's request
+/// span is the MCP client's child, in the client's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_of_an_mcp_tool_call_continues_the_client_s_traceparent() {
+    const MCP_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+    const MCP_CALLER: &str = "b7ad6b7169203331";
+    let (rx, at) = receiver().await;
+    let extra = format!(
+        "operator_token = \"{TOKEN}\"\nhttp_listen = \"127.0.0.1:0\"\n\n[telemetry]\notlp_endpoint = \"http://{at}\"\n"
+    );
+    let mut cluster = Cluster::start(1, &extra);
+    let http = mcp_addr(&cluster.nodes[&1]).await;
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let (_, agent) = register_when_serving(&anon, "telemetry-mcp", || cluster.logs()).await;
+    let key = agent.key.clone().expect("the agent's key");
+    let status = mcp_call(http, "turn_get", &key, &format!("00-{MCP_TRACE}-{MCP_CALLER}-01")).await;
+    assert_eq!(status, 200, "the MCP tool call is answered");
+    let node = cluster.nodes.get_mut(&1).expect("node 1");
+    assert!(node.terminate(), "the node stops cleanly on SIGTERM");
+    let start = Instant::now();
+    loop {
+        let found = rx
+            .spans
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|s| s.trace == MCP_TRACE && s.name == "grpc.request" && s.parent == MCP_CALLER && s.node == "1");
+        if found {
+            return;
+        }
+        let ours: Vec<Got> = rx.spans.lock().expect("lock").iter().filter(|s| s.trace == MCP_TRACE).cloned().collect();
+        assert!(start.elapsed() < BOUND, "no request span under the MCP client's: {ours:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
