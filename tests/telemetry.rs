@@ -304,3 +304,68 @@ async fn trace_of_an_mcp_tool_call_continues_the_client_s_traceparent() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// An action on one Thread goes through that thread's actor (another task): its proposal and
+/// apply are still children of its `action` span, in the caller's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_of_an_action_on_a_thread_runs_through_its_actor() {
+    const POST_TRACE: &str = "5c0f8d3a9e1b4c2d8f7a6b5c4d3e2f10";
+    const POST_CALLER: &str = "1122334455667788";
+    let (rx, at) = receiver().await;
+    let extra = format!("operator_token = \"{TOKEN}\"\n\n[telemetry]\notlp_endpoint = \"http://{at}\"\n");
+    let mut cluster = Cluster::start(1, &extra);
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let (_, agent) = register_when_serving(&anon, "telemetry-actor", || cluster.logs()).await;
+    let created = agent
+        .threads()
+        .create(agent.req(pb::CreateThreadRequest {
+            idempotency_key: "telemetry-thread".into(),
+            subject: Some(pb::Content { body: b"traced".to_vec() }),
+            grant: None,
+        }))
+        .await
+        .expect("create a thread")
+        .into_inner();
+    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else {
+        panic!("no thread in the receipt")
+    };
+    let mut req = agent.req(pb::PostRequest {
+        idempotency_key: "telemetry-post".into(),
+        thread: t.thread,
+        body: Some(pb::PostBody { kind: Some(pb::post_body::Kind::Content(pb::Content { body: b"hello".to_vec() })) }),
+        reply_to: None,
+        ask: None,
+        task_ref: None,
+        assignment: None,
+    });
+    req.metadata_mut().insert("traceparent", format!("00-{POST_TRACE}-{POST_CALLER}-01").parse().expect("header"));
+    agent.threads().post(req).await.expect("the traced post succeeds");
+    let node = cluster.nodes.get_mut(&1).expect("node 1");
+    assert!(node.terminate(), "the node stops cleanly on SIGTERM");
+
+    let start = Instant::now();
+    let spans: HashMap<String, Got> = loop {
+        let ours: HashMap<String, Got> = rx
+            .spans
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|s| s.trace == POST_TRACE)
+            .map(|s| (s.id.clone(), s.clone()))
+            .collect();
+        if ours.values().any(|s| s.name == "raft.apply") {
+            break ours;
+        }
+        assert!(start.elapsed() < BOUND, "no apply in the post's trace: {ours:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let named =
+        |name: &str| spans.values().find(|s| s.name == name).unwrap_or_else(|| panic!("{name}: {spans:#?}")).clone();
+    let request = named("grpc.request");
+    assert_eq!(request.parent, POST_CALLER);
+    let action = named("action");
+    assert_eq!(action.parent, request.id, "the action serves the request");
+    let propose = named("raft.propose");
+    assert_eq!(propose.parent, action.id, "the actor proposes under the action's span");
+    assert_eq!(named("raft.apply").parent, propose.id, "applied under the proposal");
+}
