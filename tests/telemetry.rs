@@ -305,8 +305,9 @@ async fn trace_of_an_mcp_tool_call_continues_the_client_s_traceparent() {
     }
 }
 
-/// An action on one Thread goes through that thread's actor (another task): its proposal and
-/// apply are still children of its `action` span, in the caller's trace.
+/// An action on one Thread goes through that thread's actor (another task; ractor hands the
+/// sender's span to the handler): its proposal and apply are still children of its `action`
+/// span, in the caller's trace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trace_of_an_action_on_a_thread_runs_through_its_actor() {
     const POST_TRACE: &str = "5c0f8d3a9e1b4c2d8f7a6b5c4d3e2f10";

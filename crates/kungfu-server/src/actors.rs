@@ -49,9 +49,7 @@ impl Default for ActorSettings {
 
 /// The one message of an object actor.
 pub enum ObjMsg {
-    /// `span`: the caller's `action` span with telemetry on (its proposal is the span's child),
-    /// else none.
-    Submit { cmd: Command, span: tracing::Span, reply: RpcReplyPort<Result<Written, Rejection>> },
+    Submit { cmd: Command, reply: RpcReplyPort<Result<Written, Rejection>> },
 }
 
 impl std::fmt::Debug for ObjMsg {
@@ -94,7 +92,7 @@ impl Actor for ObjectActor {
         state: &mut ObjState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ObjMsg::Submit { cmd, span, reply } => {
+            ObjMsg::Submit { cmd, reply } => {
                 // Waits while `max_in_flight` actions of this object are in flight: the mailbox
                 // holds the rest (bounded by `max_pending`).
                 let permit = state.in_flight.clone().acquire_owned().await?;
@@ -111,7 +109,7 @@ impl Actor for ObjectActor {
                 };
                 match prechecked {
                     Some(result) => answer(result),
-                    None => match tracing::Instrument::instrument(state.backend.propose(cmd), span).await {
+                    None => match state.backend.propose(cmd).await {
                         // Proposed, in order: the next action may be proposed while this one commits.
                         Ok(outcome) => {
                             tokio::spawn(async move { answer(outcome.await) });
@@ -203,8 +201,7 @@ impl Actors {
                     .with_retry_after(Micros::from_millis(100));
             return Err(r);
         }
-        let span = if kungfu_raft::trace::enabled() { tracing::Span::current() } else { tracing::Span::none() };
-        match actor.call(|reply| ObjMsg::Submit { cmd, span, reply }, None).await {
+        match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
             Ok(CallResult::Success(r)) => r,
             // The actor stopped or failed with the action queued or in flight: it may or may not
             // have been proposed, so the outcome is unknown (retry with the same key, L3).
