@@ -363,13 +363,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let state = self.state.clone();
         let mut limits = self.limits();
         let applied_time = self.applied_time.clone();
-        let span = self.traces.apply_span(&entries);
-        let applied = tracing::Instrument::instrument(
-            tokio::task::spawn_blocking(move || {
-                StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries)
-            }),
-            span,
-        )
+        // Open from here until the batch is answered (it is never entered: nothing runs under it).
+        let _apply_span = self.traces.apply_span(&entries);
+        let applied = tokio::task::spawn_blocking(move || {
+            StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries)
+        })
         .await
         .map_err(io_err)??;
         if let Some(l) = applied.limits {
