@@ -1,7 +1,8 @@
 //! The first tower layer of the gRPC door (issue #18): with telemetry on, every call runs in a
 //! `grpc.request` span whose parent is the caller's `traceparent` (a client, the MCP door, or a
 //! forwarding follower's `grpc.forward` span), so the service layer's `action` span and the raft
-//! spans under it join the caller's trace. With telemetry off it passes the call through untouched.
+//! spans under it join the caller's trace (health and reflection calls excepted). With telemetry
+//! off it passes the call through untouched.
 
 use std::task::{Context, Poll};
 use tower::{Layer, Service};
@@ -39,7 +40,11 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if !kungfu_raft::trace::enabled() {
+        // Probes and reflection are not traced: a load balancer's health check every few seconds
+        // would otherwise start a trace each.
+        let path = req.uri().path();
+        if !kungfu_raft::trace::enabled() || path.starts_with("/grpc.health.") || path.starts_with("/grpc.reflection.")
+        {
             return futures::future::Either::Left(self.inner.call(req));
         }
         let span = tracing::debug_span!(
