@@ -180,7 +180,8 @@ impl Default for ConsoleSettings {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetrySettings {
-    /// The OTLP/gRPC collector, `http://host:port` (usually port 4317). None exports nothing.
+    /// The OTLP/gRPC collector, `http://host:port` (usually port 4317; no TLS). None exports
+    /// nothing.
     pub otlp_endpoint: Option<String>,
     /// The `service.name` resource attribute of every span.
     pub service_name: String,
@@ -449,7 +450,15 @@ impl Config {
         if let Some(endpoint) = &self.telemetry.otlp_endpoint {
             let uri: Result<http::Uri, _> = endpoint.parse();
             match uri {
-                Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
+                Ok(u) if u.scheme_str() == Some("http") && u.host().is_some() => {}
+                // The exporter is built without TLS: a collector behind TLS is reached through a
+                // local agent or collector.
+                Ok(u) if u.scheme_str() == Some("https") => {
+                    return Err(bad(
+                        "telemetry.otlp_endpoint",
+                        format!("{endpoint:?}: TLS is not supported; send to a local collector over `http://`"),
+                    ));
+                }
                 _ => {
                     return Err(bad(
                         "telemetry.otlp_endpoint",

@@ -37,7 +37,10 @@ impl Telemetry {
             .with_endpoint(endpoint.clone())
             .with_timeout(EXPORT_TIMEOUT)
             .build()
-            .map_err(|e| anyhow::anyhow!("configuration: telemetry.otlp_endpoint: {endpoint}: {e}"))?;
+            .map_err(|e| crate::config::ConfigError {
+                setting: "telemetry.otlp_endpoint".into(),
+                message: format!("{endpoint}: {e}"),
+            })?;
         // Nodes are told apart by `service.instance.id` (the node id); every node of a cluster has
         // the same `service.name`.
         let resource = Resource::builder()

@@ -179,6 +179,7 @@ fn telemetry_settings_are_off_by_default_and_validated_naming_the_setting() {
         ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some("127.0.0.1:4317".into()))),
         ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some("ftp://collector:4317".into()))),
         ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some(String::new()))),
+        ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some("https://collector:4317".into()))),
         ("telemetry.service_name", Box::new(|c| c.telemetry.service_name = " ".into())),
         ("telemetry.sample_ratio", Box::new(|c| c.telemetry.sample_ratio = 1.5)),
         ("telemetry.sample_ratio", Box::new(|c| c.telemetry.sample_ratio = -0.1)),
