@@ -18,6 +18,9 @@ const TOKEN: &str = "telemetry-test-operator-token";
 /// The trace the test starts, and the span of the test's own (remote) caller.
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
+/// OTLP span kinds.
+const SERVER: i32 = 2;
+const CLIENT: i32 = 3;
 
 /// One received span, with the node that sent it (`service.instance.id`).
 #[derive(Clone, Debug)]
@@ -27,6 +30,8 @@ struct Got {
     trace: String,
     id: String,
     parent: String,
+    /// OTLP `SpanKind`: 2 server, 3 client.
+    kind: i32,
 }
 
 /// An in-process OTLP/gRPC trace receiver: keeps every span and counts export calls.
@@ -64,6 +69,7 @@ impl TraceService for Receiver {
                         trace: hex(&s.trace_id),
                         id: hex(&s.span_id),
                         parent: hex(&s.parent_span_id),
+                        kind: s.kind,
                     });
                 }
             }
@@ -189,6 +195,7 @@ async fn trace_of_a_forwarded_write_runs_from_the_follower_to_apply_on_every_nod
     // The leader: its request continues from the forwarding hop; the action under it.
     let l_request = one(&leader_s, "grpc.request");
     assert_eq!(l_request.parent, f_forward.id, "the leader's request is the forward's child");
+    assert_eq!((f_request.kind, f_forward.kind, l_request.kind), (SERVER, CLIENT, SERVER), "span kinds");
     let action = one(&leader_s, "action");
     assert!(descends(&spans, &action, &f_forward.id), "the action descends from the follower's forward");
     let propose = one(&leader_s, "raft.propose");
@@ -205,6 +212,7 @@ async fn trace_of_a_forwarded_write_runs_from_the_follower_to_apply_on_every_nod
         let sent = spans.get(&append.parent).unwrap_or_else(|| panic!("the parent of node {node}'s append"));
         assert_eq!((sent.node.as_str(), sent.name.as_str()), (leader_s.as_str(), "raft.append_entries"));
         assert_eq!(sent.parent, propose.id, "replication to node {node} is the proposal's child");
+        assert_eq!((sent.kind, append.kind), (CLIENT, SERVER), "span kinds of the raft RPC");
         assert!(descends(&spans, &apply, CALLER_SPAN), "node {node}'s apply is in the caller's trace");
     }
 }

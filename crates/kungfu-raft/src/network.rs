@@ -337,6 +337,7 @@ impl Connection {
             Some(parent) => {
                 let span = tracing::debug_span!(
                     "raft.append_entries",
+                    otel.kind = "client",
                     peer = self.target,
                     entries = part.entries.len(),
                     last_index = part.entries.last().map(|e| e.log_id.index).unwrap_or(0),

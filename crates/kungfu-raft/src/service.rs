@@ -67,6 +67,7 @@ impl pb::raft_server::Raft for RaftService {
             Some(parent) => {
                 let span = tracing::debug_span!(
                     "raft.append",
+                    otel.kind = "server",
                     entries = req.entries.len(),
                     last_index = req.entries.last().map(|e| e.log_id.index).unwrap_or(0),
                 );
