@@ -204,9 +204,14 @@ impl Traces {
             first_index = entries.first().map(|e| e.log_id.index).unwrap_or(0),
             last_index = entries.last().map(|e| e.log_id.index).unwrap_or(0),
         );
+        // Commands that came in one AppendEntries share a context: each other context is linked once.
+        let mut linked = vec![parent.span_id()];
         set_parent(&span, parent);
         for other in traced {
-            span.add_link(other);
+            if !linked.contains(&other.span_id()) {
+                linked.push(other.span_id());
+                span.add_link(other);
+            }
         }
         span
     }
