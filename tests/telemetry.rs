@@ -378,3 +378,37 @@ async fn trace_of_an_action_on_a_thread_runs_through_its_actor() {
     assert_eq!(propose.parent, action.id, "the actor proposes under the action's span");
     assert_eq!(named("raft.apply").parent, propose.id, "applied under the proposal");
 }
+
+/// `kungfud check-config` names the telemetry setting it would run with, and refuses a bad one
+/// naming it (exit 2).
+#[test]
+fn trace_settings_are_shown_and_checked_by_check_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("node.toml");
+    let check = |text: &str| {
+        std::fs::write(&file, text).expect("write config");
+        let out = std::process::Command::new(kungfu_system_tests::kungfud())
+            .arg("check-config")
+            .arg(&file)
+            .output()
+            .expect("run kungfud");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stdout, _) = check("node_id = 1\n");
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("telemetry: off"), "{stdout}");
+    let (code, stdout, _) =
+        check("node_id = 1\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4317\"\nsample_ratio = 0.5\n");
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("telemetry: spans to http://127.0.0.1:4317 over OTLP/gRPC as service \"kungfud\", 0.5"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = check("node_id = 1\n[telemetry]\notlp_endpoint = \"127.0.0.1:4317\"\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("telemetry.otlp_endpoint"), "the error names the setting: {stderr}");
+}
