@@ -106,16 +106,23 @@ fn init_logs(log: &str, format: LogFormat, telemetry: Option<&Telemetry>) {
     let filter = tracing_subscriber::EnvFilter::new(log);
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let ansi = std::io::stdout().is_terminal() && !no_color;
+    // Telemetry off: the log subscriber alone, with its filter global, exactly as before telemetry
+    // existed, so every disabled callsite (openraft's many DEBUG and TRACE ones) stays disabled.
+    let Some(telemetry) = telemetry else {
+        let logs = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+        match format {
+            LogFormat::Text => logs.with_ansi(ansi).init(),
+            LogFormat::Json => logs.json().with_ansi(false).with_current_span(true).init(),
+        }
+        return;
+    };
     let logs = tracing_subscriber::fmt::layer().with_target(false);
     let logs: Boxed = match format {
         LogFormat::Text => logs.with_ansi(ansi).with_filter(filter).boxed(),
         LogFormat::Json => logs.json().with_ansi(false).with_current_span(true).with_filter(filter).boxed(),
     };
-    let mut layers: Vec<Boxed> = Vec::new();
-    if let Some(t) = telemetry {
-        layers.push(t.layer().boxed());
-    }
-    layers.push(logs);
+    // Both layers have filters of their own: the registry enables a callsite when either does.
+    let layers: Vec<Boxed> = vec![telemetry.layer().boxed(), logs];
     tracing_subscriber::registry().with(layers).init();
 }
 
