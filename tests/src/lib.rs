@@ -55,6 +55,8 @@ pub struct NodeProc {
     pub api: SocketAddr,
     pub raft: SocketAddr,
     pub config: PathBuf,
+    /// Environment variables the process starts with, besides `KUNGFU_LOG`.
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -62,7 +64,7 @@ impl NodeProc {
     /// A node process for a config file the caller wrote (a node outside the harness's cluster,
     /// e.g. one joining it later or a restored one). Not started yet.
     pub fn for_config(id: u64, api: SocketAddr, raft: SocketAddr, config: PathBuf) -> NodeProc {
-        NodeProc { id, api, raft, config, child: None }
+        NodeProc { id, api, raft, config, env: Vec::new(), child: None }
     }
 
     /// Starts the process (again, after a kill or terminate).
@@ -77,6 +79,7 @@ impl NodeProc {
             .arg("--config")
             .arg(&self.config)
             .env("KUNGFU_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::from(log.try_clone().expect("log")))
             .stderr(Stdio::from(log))
             .spawn()
@@ -190,6 +193,7 @@ impl Cluster {
                 api: format!("127.0.0.1:{api}").parse().expect("addr"),
                 raft: format!("127.0.0.1:{raft}").parse().expect("addr"),
                 config,
+                env: Vec::new(),
                 child: None,
             };
             node.start();

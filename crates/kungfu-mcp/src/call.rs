@@ -19,6 +19,9 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// an expired call arrives first when the node is there to give one.
 const LOCAL_SLACK: Duration = Duration::from_secs(2);
 
+/// The W3C trace context header, read from an MCP request and sent on with its gRPC call.
+pub const TRACEPARENT: &str = "traceparent";
+
 /// A bearer credential as gRPC metadata (`authorization: Bearer …`), checked once by the caller.
 pub type Bearer = MetadataValue<Ascii>;
 
@@ -30,6 +33,9 @@ pub type Bearer = MetadataValue<Ascii>;
 pub struct Caller {
     pub bearer: Option<Bearer>,
     pub client: Option<Vouched>,
+    /// The HTTP request's W3C `traceparent`, passed on as it came so the node's spans continue
+    /// the client's trace (issue #18); the door itself makes no span.
+    pub traceparent: Option<MetadataValue<Ascii>>,
 }
 
 /// A client address and the token that vouches for it.
@@ -42,7 +48,11 @@ pub struct Vouched {
 impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Secrets: only whether there is one.
-        f.debug_struct("Caller").field("bearer", &self.bearer.is_some()).field("client", &self.client).finish()
+        f.debug_struct("Caller")
+            .field("bearer", &self.bearer.is_some())
+            .field("client", &self.client)
+            .field("traceparent", &self.traceparent)
+            .finish()
     }
 }
 
@@ -103,6 +113,9 @@ fn request(message: DynamicMessage, caller: &Caller, timeout: Duration) -> Reque
     if let Some(v) = &caller.client {
         request.metadata_mut().insert(kungfu_api::CLIENT_ADDR, v.addr.clone());
         request.metadata_mut().insert(kungfu_api::DOOR_TOKEN, v.token.clone());
+    }
+    if let Some(t) = &caller.traceparent {
+        request.metadata_mut().insert(TRACEPARENT, t.clone());
     }
     request.set_timeout(timeout);
     request

@@ -164,7 +164,12 @@ impl Door {
             (Some(token), Some(addr)) => Some(Vouched { addr, token: token.clone() }),
             _ => None,
         };
-        Ok(Caller { bearer, client })
+        // Passed on only when it can travel as gRPC metadata; a malformed one is the node's to ignore.
+        let traceparent = headers
+            .and_then(|h| h.get(crate::call::TRACEPARENT))
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        Ok(Caller { bearer, client, traceparent })
     }
 
     /// Serves one READ tool (`readOnlyHint`) for an HTTP door other than MCP: the console's JSON

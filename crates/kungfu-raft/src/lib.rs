@@ -10,6 +10,7 @@
 //! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
 //! - [`incoming`]: a listener's accepted connections with `TCP_NODELAY`, for both tonic servers.
 //! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
+//! - [`trace`]: trace context across the raft RPCs and into apply (issue #18).
 //! - [`backup`]: a replica's state backed up, and restored into a new one-node cluster.
 
 pub mod backup;
@@ -20,6 +21,7 @@ pub mod network;
 pub mod node;
 pub mod service;
 pub mod state_machine;
+pub mod trace;
 pub mod types;
 
 /// Generated code of the internal raft service.

@@ -102,6 +102,8 @@ pub struct Network {
     timeouts: Arc<AtomicU64>,
     /// Failed RPCs per peer, and when each peer's failures were last logged.
     peers: PeerFailures,
+    /// Trace contexts of in-flight commands (trace.rs).
+    traces: crate::trace::Traces,
 }
 
 /// The RPC health of every peer this node has called.
@@ -189,7 +191,14 @@ impl Network {
             channels: Arc::new(Mutex::new(HashMap::new())),
             timeouts: Arc::new(AtomicU64::new(0)),
             peers: Arc::new(Mutex::new(HashMap::new())),
+            traces: crate::trace::Traces::default(),
         }
+    }
+
+    /// Shares the node's trace map (issue #18).
+    pub fn with_traces(mut self, traces: crate::trace::Traces) -> Network {
+        self.traces = traces;
+        self
     }
 
     /// Failed RPCs per peer since this node started, shared with every connection.
@@ -321,8 +330,26 @@ impl Connection {
         part: &AppendEntriesRequest<TypeConfig>,
         timeout: Duration,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let req = self.message(part, timeout);
-        let resp = self.client()?.append_entries(req).await.map_err(|s| status_to_rpc(self.target, s))?;
+        let mut req = self.message(part, timeout);
+        // A part that carries a traced command is sent in a `raft.append_entries` span, child of
+        // the newest such command's proposal, with that span as its `traceparent` (trace.rs).
+        let span = match self.net.traces.newest(&part.entries) {
+            Some(parent) => {
+                let span = tracing::debug_span!(
+                    "raft.append_entries",
+                    otel.kind = "client",
+                    peer = self.target,
+                    entries = part.entries.len(),
+                    last_index = part.entries.last().map(|e| e.log_id.index).unwrap_or(0),
+                );
+                crate::trace::set_parent(&span, parent);
+                crate::trace::inject_span(&span, req.metadata_mut().as_mut());
+                span
+            }
+            None => tracing::Span::none(),
+        };
+        let sent = tracing::Instrument::instrument(self.client()?.append_entries(req), span).await;
+        let resp = sent.map_err(|s| status_to_rpc(self.target, s))?;
         self.reply(resp.into_inner())
     }
 }

@@ -97,6 +97,8 @@ impl NodeConfig {
 pub struct Proposed {
     rx: tokio::sync::oneshot::Receiver<openraft::raft::ClientWriteResult<crate::types::TypeConfig>>,
     me: NodeId,
+    /// The `raft.propose` span, from the proposal until its outcome (disabled unless traced).
+    span: tracing::Span,
 }
 
 impl std::fmt::Debug for Proposed {
@@ -110,8 +112,12 @@ impl Proposed {
     /// outcome does not arrive in time, or whose leader stepped down, may still commit: it is
     /// reported as indeterminate, never as failed.
     pub async fn outcome(self, timeout: Duration) -> Result<(Response, LogId), WriteError> {
-        match tokio::time::timeout(timeout, self.rx).await {
-            Ok(Ok(Ok(r))) => Ok((r.data, r.log_id)),
+        let span = self.span;
+        match tracing::Instrument::instrument(tokio::time::timeout(timeout, self.rx), span.clone()).await {
+            Ok(Ok(Ok(r))) => {
+                span.record("log_index", r.log_id.index);
+                Ok((r.data, r.log_id))
+            }
             Ok(Ok(Err(e))) => Err(classify(self.me, RaftError::APIError(e))),
             Ok(Err(_)) => Err(WriteError::Indeterminate("raft dropped the proposal (shutting down?)".into())),
             Err(_) => Err(WriteError::Indeterminate(format!("no outcome within {timeout:?}"))),
@@ -179,6 +185,8 @@ pub struct RaftNode {
     applied_limits: crate::state_machine::AppliedLimits,
     rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
     peer_health: crate::network::PeerFailures,
+    /// Trace contexts of in-flight commands, shared with the network, service and state machine.
+    traces: crate::trace::Traces,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -252,12 +260,14 @@ impl RaftNode {
         let log_store = stores.log.clone();
         let log = crate::log::RaftLog::new(stores.log)?;
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
-        let sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone())
+        let mut sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone())
             .map_err(|e| StartError::Raft(format!("cannot read the applied state: {e}")))?;
+        let traces = crate::trace::Traces::default();
+        sm.set_traces(traces.clone());
         let apply_gate = sm.gate().clone();
         let applied_time = sm.applied_time().clone();
         let applied_limits = sm.applied_limits().clone();
-        let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone());
+        let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone()).with_traces(traces.clone());
         let rpc_timeouts = network.timeouts();
         let peer_health = network.peer_failures();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
@@ -265,7 +275,8 @@ impl RaftNode {
             .map_err(|e| StartError::Raft(e.to_string()))?;
 
         let service =
-            RaftService::new(raft.clone(), cfg.cluster_id.clone(), stores.snapshots, cfg.net.max_snapshot_bytes);
+            RaftService::new(raft.clone(), cfg.cluster_id.clone(), stores.snapshots, cfg.net.max_snapshot_bytes)
+                .with_traces(traces.clone());
         let server = pb::raft_server::RaftServer::new(service)
             .max_decoding_message_size(cfg.net.max_message_bytes)
             .max_encoding_message_size(cfg.net.max_message_bytes);
@@ -298,6 +309,7 @@ impl RaftNode {
             log: log_store,
             rpc_timeouts,
             peer_health,
+            traces,
             addr,
             advertise,
             api_advertise: cfg.api_advertise.clone(),
@@ -344,7 +356,7 @@ impl RaftNode {
     async fn enqueue(&self, req: Request) -> Result<Proposed, WriteError> {
         let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
         self.raft.client_write_ff(req, Some(responder)).await.map_err(|f| WriteError::Fatal(f.to_string()))?;
-        Ok(Proposed { rx, me: self.id })
+        Ok(Proposed { rx, me: self.id, span: tracing::Span::none() })
     }
 
     /// Stamps `cmd` with the leader's clock and hands it to raft like
@@ -353,10 +365,23 @@ impl RaftNode {
     /// stamped before it waited behind another object's proposal would otherwise record a later
     /// fact with an earlier time (L5: a legal serial order has one clock).
     pub async fn propose_stamped(&self, mut cmd: Command) -> Result<Proposed, WriteError> {
+        // The proposal's span, a child of the caller's (the `action` span); traced, it is
+        // remembered by the command's stamp so replication and apply join its trace (trace.rs).
+        let span = tracing::debug_span!(
+            "raft.propose",
+            node = self.id,
+            kind = cmd.action.kind().as_str(),
+            log_index = tracing::field::Empty,
+        );
         let mut clock = self.clock.lock().await;
         cmd.ts = self.next_stamp(&clock);
         *clock = cmd.ts;
-        self.propose_in_order(cmd).await
+        if let Some(cx) = crate::trace::span_context(&span) {
+            self.traces.record(cmd.ts.0, cx);
+        }
+        let mut proposed = self.propose_in_order(cmd).await?;
+        proposed.span = span;
+        Ok(proposed)
     }
 
     /// Stamps several commands with one time of the leader's clock (see

@@ -17,6 +17,7 @@ pub struct RaftService {
     cluster_id: String,
     snapshots: SnapshotStore,
     max_snapshot_bytes: u64,
+    traces: crate::trace::Traces,
 }
 
 impl std::fmt::Debug for RaftService {
@@ -27,7 +28,14 @@ impl std::fmt::Debug for RaftService {
 
 impl RaftService {
     pub fn new(raft: Raft, cluster_id: String, snapshots: SnapshotStore, max_snapshot_bytes: u64) -> RaftService {
-        RaftService { raft, cluster_id, snapshots, max_snapshot_bytes }
+        RaftService { raft, cluster_id, snapshots, max_snapshot_bytes, traces: crate::trace::Traces::default() }
+    }
+
+    /// Shares the node's trace map: an AppendEntries that carries a `traceparent` is handled in a
+    /// `raft.append` span, its child, and its commands remember that span for their apply here.
+    pub fn with_traces(mut self, traces: crate::trace::Traces) -> RaftService {
+        self.traces = traces;
+        self
     }
 
     fn check_cluster(&self, cluster_id: &str) -> Result<(), Status> {
@@ -54,8 +62,24 @@ impl RaftService {
 #[tonic::async_trait]
 impl pb::raft_server::Raft for RaftService {
     async fn append_entries(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
-        let req = self.decode(request.get_ref())?;
-        Ok(self.reply(self.raft.append_entries(req).await))
+        let req: openraft::raft::AppendEntriesRequest<crate::types::TypeConfig> = self.decode(request.get_ref())?;
+        let span = match crate::trace::extract(request.metadata().as_ref()) {
+            Some(parent) => {
+                let span = tracing::debug_span!(
+                    "raft.append",
+                    otel.kind = "server",
+                    entries = req.entries.len(),
+                    last_index = req.entries.last().map(|e| e.log_id.index).unwrap_or(0),
+                );
+                crate::trace::set_parent(&span, parent);
+                if let Some(cx) = crate::trace::span_context(&span) {
+                    self.traces.record_entries(&req.entries, &cx);
+                }
+                span
+            }
+            None => tracing::Span::none(),
+        };
+        Ok(self.reply(tracing::Instrument::instrument(self.raft.append_entries(req), span).await))
     }
 
     async fn vote(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {

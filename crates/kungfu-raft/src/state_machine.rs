@@ -34,6 +34,8 @@ pub struct StateMachine {
     feed: Feed,
     applied_time: AppliedTime,
     applied_limits: AppliedLimits,
+    /// Trace contexts of in-flight commands: each traced batch applies in a `raft.apply` span.
+    traces: crate::trace::Traces,
 }
 
 /// The limits replicated through the log (None until a `SetLimits` entry applies), kept in memory
@@ -150,7 +152,13 @@ impl StateMachine {
             feed,
             applied_time,
             applied_limits,
+            traces: crate::trace::Traces::default(),
         })
+    }
+
+    /// Shares the node's trace map (issue #18).
+    pub fn set_traces(&mut self, traces: crate::trace::Traces) {
+        self.traces = traces;
     }
 
     /// The limits replicated through the log, read without the store.
@@ -355,6 +363,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let state = self.state.clone();
         let mut limits = self.limits();
         let applied_time = self.applied_time.clone();
+        // Open from here until the batch is answered (it is never entered: nothing runs under it).
+        let _apply_span = self.traces.apply_span(&entries);
         let applied = tokio::task::spawn_blocking(move || {
             StateMachine::apply_batch(&state, &mut limits, &applied_time, &entries)
         })

@@ -174,12 +174,34 @@ impl Default for ConsoleSettings {
     }
 }
 
+/// OpenTelemetry (issue #18, docs/operations.md "Telemetry"): spans of every action, its raft
+/// proposal, replication and apply, exported over OTLP/gRPC. Off unless `otlp_endpoint` is set;
+/// off, the node builds no exporter and its spans stay disabled at the default log level.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetrySettings {
+    /// The OTLP/gRPC collector, `http://host:port` (usually port 4317; no TLS). None exports
+    /// nothing.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` resource attribute of every span.
+    pub service_name: String,
+    /// The fraction of traces started here that are recorded, 0.0 to 1.0. A trace that arrives
+    /// with a sampled `traceparent` is recorded whatever this says (parent-based sampling).
+    pub sample_ratio: f64,
+}
+
+impl Default for TelemetrySettings {
+    fn default() -> TelemetrySettings {
+        TelemetrySettings { otlp_endpoint: None, service_name: "kungfud".into(), sample_ratio: 1.0 }
+    }
+}
+
 /// The port of the HTTP listener (MCP at `/mcp`) of the single-node default, beside the API's 7400
 /// and raft's 7500: each node's HTTP port is its API port + 200 in every shipped configuration.
 pub const DEFAULT_HTTP_PORT: u16 = 7600;
 
 /// The whole configuration of a node.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub node_id: u64,
@@ -221,6 +243,8 @@ pub struct Config {
     pub console: ConsoleSettings,
     /// Per-object actors: how many live at once, idle timeout, mailbox bound, actions in flight.
     pub actors: crate::actors::ActorSettings,
+    /// OpenTelemetry export (`[telemetry]`); off by default.
+    pub telemetry: TelemetrySettings,
 }
 
 impl Default for Config {
@@ -247,6 +271,7 @@ impl Default for Config {
             mcp: McpSettings::default(),
             console: ConsoleSettings::default(),
             actors: crate::actors::ActorSettings::default(),
+            telemetry: TelemetrySettings::default(),
         }
     }
 }
@@ -421,6 +446,32 @@ impl Config {
                 "console.cluster_view",
                 "\"operator_token\" needs an operator_token; set one, or use \"loopback\"",
             ));
+        }
+        if let Some(endpoint) = &self.telemetry.otlp_endpoint {
+            let uri: Result<http::Uri, _> = endpoint.parse();
+            match uri {
+                Ok(u) if u.scheme_str() == Some("http") && u.host().is_some() => {}
+                // The exporter is built without TLS: a collector behind TLS is reached through a
+                // local agent or collector.
+                Ok(u) if u.scheme_str() == Some("https") => {
+                    return Err(bad(
+                        "telemetry.otlp_endpoint",
+                        format!("{endpoint:?}: TLS is not supported; send to a local collector over `http://`"),
+                    ));
+                }
+                _ => {
+                    return Err(bad(
+                        "telemetry.otlp_endpoint",
+                        format!("{endpoint:?} must be a URL such as `http://127.0.0.1:4317`"),
+                    ));
+                }
+            }
+        }
+        if self.telemetry.service_name.trim().is_empty() {
+            return Err(bad("telemetry.service_name", "must not be empty"));
+        }
+        if !(0.0..=1.0).contains(&self.telemetry.sample_ratio) {
+            return Err(bad("telemetry.sample_ratio", "must be between 0.0 and 1.0"));
         }
         if self.limits.default_page_size == 0 || self.limits.default_page_size > self.limits.max_page_size {
             return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));

@@ -25,6 +25,7 @@
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`.
 //! - [`secrets`]: generation of agent keys and admission grants.
 //! - [`server`]: start, bootstrap, serve, shut down.
+//! - [`telemetry`]: OpenTelemetry spans over OTLP when `[telemetry] otlp_endpoint` is set (issue #18).
 
 pub mod actors;
 pub mod admin;
@@ -41,6 +42,7 @@ pub mod ratelimit;
 pub mod reads;
 pub mod secrets;
 pub mod server;
+pub mod telemetry;
 pub mod watch;
 
 pub use config::Config;

@@ -154,3 +154,41 @@ fn the_console_is_on_by_default_and_its_cluster_view_is_read_by_name() {
     let e = Config::from_file(&f).expect_err("an unknown view");
     assert!(e.message.contains("anyone") || e.message.contains("cluster_view"), "{e}");
 }
+
+/// `[telemetry]` (issue #18): off by default (no endpoint, service `kungfud`, every trace kept);
+/// read from a file; a malformed endpoint, an empty service name or a ratio outside 0..=1 is
+/// refused naming the setting.
+#[test]
+fn telemetry_settings_are_off_by_default_and_validated_naming_the_setting() {
+    let c = Config::default();
+    assert_eq!(c.telemetry.otlp_endpoint, None);
+    assert_eq!(c.telemetry.service_name, "kungfud");
+    assert_eq!(c.telemetry.sample_ratio, 1.0);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("node.toml");
+    std::fs::write(
+        &f,
+        "node_id = 1\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4317\"\nservice_name = \"kf\"\nsample_ratio = 0.25\n",
+    )
+    .expect("write");
+    let c = Config::from_file(&f).expect("parse");
+    c.validate().expect("valid");
+    assert_eq!(c.telemetry.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4317"));
+    assert_eq!((c.telemetry.service_name.as_str(), c.telemetry.sample_ratio), ("kf", 0.25));
+    let cases: Vec<(&str, Box<dyn Fn(&mut Config)>)> = vec![
+        ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some("127.0.0.1:4317".into()))),
+        ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some("ftp://collector:4317".into()))),
+        ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some(String::new()))),
+        ("telemetry.otlp_endpoint", Box::new(|c| c.telemetry.otlp_endpoint = Some("https://collector:4317".into()))),
+        ("telemetry.service_name", Box::new(|c| c.telemetry.service_name = " ".into())),
+        ("telemetry.sample_ratio", Box::new(|c| c.telemetry.sample_ratio = 1.5)),
+        ("telemetry.sample_ratio", Box::new(|c| c.telemetry.sample_ratio = -0.1)),
+        ("telemetry.sample_ratio", Box::new(|c| c.telemetry.sample_ratio = f64::NAN)),
+    ];
+    for (setting, break_it) in cases {
+        let mut c = Config::default();
+        break_it(&mut c);
+        let e = c.validate().expect_err(setting);
+        assert_eq!(e.setting, setting, "{e}");
+    }
+}

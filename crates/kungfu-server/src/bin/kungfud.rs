@@ -4,6 +4,7 @@
 
 use clap::Parser;
 use kungfu_server::Config;
+use kungfu_server::telemetry::Telemetry;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -78,7 +79,6 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    init_logs(&args);
     // The error itself, not a backtrace's last line (RUST_BACKTRACE set): `kungfu cluster restore`
     // shows the last line a failing `kungfud` wrote (issue #16).
     match run(args) {
@@ -95,21 +95,41 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Logs to standard output, as text or JSON; colours only on a terminal and never with
-/// `NO_COLOR` set (no escape codes in a log file, issue #16).
-fn init_logs(args: &Args) {
+/// `NO_COLOR` set (no escape codes in a log file, issue #16). With telemetry on, its layer is
+/// added beside the log lines, each with a filter of its own (the log filter stays `--log`).
+fn init_logs(log: &str, format: LogFormat, telemetry: Option<&Telemetry>) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::new(&args.log);
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+    let filter = tracing_subscriber::EnvFilter::new(log);
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let ansi = std::io::stdout().is_terminal() && !no_color;
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    match args.log_format {
-        LogFormat::Text => logs.with_ansi(ansi).init(),
-        LogFormat::Json => logs.json().with_ansi(false).with_current_span(true).init(),
-    }
+    // Telemetry off: the log subscriber alone, with its filter global, exactly as before telemetry
+    // existed, so every disabled callsite (openraft's many DEBUG and TRACE ones) stays disabled.
+    let Some(telemetry) = telemetry else {
+        let logs = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+        match format {
+            LogFormat::Text => logs.with_ansi(ansi).init(),
+            LogFormat::Json => logs.json().with_ansi(false).with_current_span(true).init(),
+        }
+        return;
+    };
+    let logs = tracing_subscriber::fmt::layer().with_target(false);
+    let logs: Boxed = match format {
+        LogFormat::Text => logs.with_ansi(ansi).with_filter(filter).boxed(),
+        LogFormat::Json => logs.json().with_ansi(false).with_current_span(true).with_filter(filter).boxed(),
+    };
+    // Both layers have filters of their own: the registry enables a callsite when either does.
+    let layers: Vec<Boxed> = vec![telemetry.layer().boxed(), logs];
+    tracing_subscriber::registry().with(layers).init();
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
+    let (log, log_format) = (args.log.clone(), args.log_format);
     if let Some(Command::CheckConfig { file }) = &args.command {
+        init_logs(&args.log, args.log_format, None);
         let config = Config::from_file(file)?;
         config.validate()?;
         println!(
@@ -130,6 +150,13 @@ fn run(args: Args) -> anyhow::Result<()> {
             config.voters().len(),
             if config.operator_token.is_some() { ", operator calls enabled" } else { "" },
         );
+        match &config.telemetry.otlp_endpoint {
+            Some(e) => println!(
+                "telemetry: spans to {e} over OTLP/gRPC as service {:?}, {} of new traces sampled",
+                config.telemetry.service_name, config.telemetry.sample_ratio
+            ),
+            None => println!("telemetry: off (no [telemetry] otlp_endpoint)"),
+        }
         return Ok(());
     }
     let mut config = match &args.config {
@@ -162,6 +189,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if let Some(Command::Restore { from }) = &args.command {
+        init_logs(&args.log, args.log_format, None);
         let restored = rt.block_on(kungfu_server::admin::restore_for(from, &config))?;
         let m = &restored.manifest;
         println!(
@@ -178,7 +206,28 @@ fn run(args: Args) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    rt.block_on(kungfu_server::server::run(config, shutdown_signal()))
+    // The exporter's gRPC client runs on the node's runtime; a setting it cannot use stops the
+    // start like any other.
+    config.validate()?;
+    let telemetry = {
+        let _in_runtime = rt.enter();
+        Telemetry::start(&config.telemetry, config.node_id, &config.cluster_id)?
+    };
+    init_logs(&log, log_format, telemetry.as_ref());
+    if let Some(endpoint) = config.telemetry.otlp_endpoint.as_deref().filter(|_| telemetry.is_some()) {
+        tracing::info!(
+            otlp = endpoint,
+            "telemetry: exporting spans to {endpoint} over OTLP/gRPC as {:?} (sample ratio {})",
+            config.telemetry.service_name,
+            config.telemetry.sample_ratio
+        );
+    }
+    let served = rt.block_on(kungfu_server::server::run(config, shutdown_signal()));
+    // Flushed after the node stopped (SIGTERM included), while the runtime still runs the client.
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
+    served
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -7,7 +7,7 @@
 //!   would look like that follower.
 //!
 //! Both say who the client is in [`kungfu_api::CLIENT_ADDR`]. This layer, the outermost of the API
-//! listener, believes that header only from those two: a call carrying this node's own door token
+//! listener but for the tracing one ([`super::trace`]), believes that header only from those two: a call carrying this node's own door token
 //! ([`kungfu_api::DOOR_TOKEN`], random per process, never sent off the node), or a forwarded call
 //! (`kungfu-forwarded`) whose connection comes from the address of a current member of the
 //! cluster (an IP in the membership, or one its host names resolve to, re-resolved every 5 s). Anyone else's header is ignored and the connection's own address counts, so a client

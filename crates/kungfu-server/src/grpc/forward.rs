@@ -120,7 +120,17 @@ where
         };
         req.headers_mut().insert(FORWARDED, http::HeaderValue::from_static("1"));
         metrics::counter!("kungfu_forwarded_calls_total").increment(1);
-        Box::pin(async move {
+        // With telemetry on, the hop is a `grpc.forward` span (a child of this call's
+        // `grpc.request`), and the leader continues the trace from it, not from the caller's
+        // `traceparent`, which the request would otherwise carry unchanged.
+        let span = if kungfu_raft::trace::enabled() {
+            let span = tracing::debug_span!("grpc.forward", otel.kind = "client", leader = %addr);
+            kungfu_raft::trace::inject_span(&span, req.headers_mut());
+            span
+        } else {
+            tracing::Span::none()
+        };
+        let forwarded = async move {
             let mut channel = channel;
             // The channel is a buffered service: it must be ready before it is called.
             let sent = match tower::ServiceExt::ready(&mut channel).await {
@@ -147,6 +157,7 @@ where
                     Ok(kungfu_api::rejection_status(&r).into_http())
                 }
             }
-        })
+        };
+        Box::pin(tracing::Instrument::instrument(forwarded, span))
     }
 }

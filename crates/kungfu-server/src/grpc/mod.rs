@@ -13,7 +13,8 @@
 //! Files: [`api`] (the six protocol services and the coordination layer's `CoordService`), [`admin`] (the operator service), [`watch`] (the
 //! watch streams), [`client_addr`] (the client's address behind the MCP door or a forwarding
 //! follower), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
-//! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2;
+//! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2,
+//! and [`trace`] (each call in a span that continues the caller's trace, with telemetry on);
 //! [`serve`] puts them together on one listener with health and reflection.
 
 pub mod admin;
@@ -21,6 +22,7 @@ pub mod api;
 pub mod client_addr;
 pub mod forward;
 pub mod oversize;
+pub mod trace;
 pub mod watch;
 
 use crate::backend::{Backend, Read};
@@ -144,6 +146,7 @@ pub async fn serve(
         // a dead one (no answer within the timeout closes it).
         .http2_keepalive_interval(Some(b.config.api.keepalive_interval()))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
+        .layer(trace::TraceLayer { node: b.node.id })
         .layer(client_addr::ClientAddrLayer::new(b.clone()))
         .layer(forward::ForwardLayer::new(b.clone()))
         .layer(oversize::OversizeLayer { max_message_bytes: max })
