@@ -549,8 +549,15 @@ pub fn working_set(
             let sole_governor = me.role == Role::Governor && t.governors == 1;
             if t.is_open() {
                 if me.role.may_speak() {
-                    // Send and Scatter are posts of the coordination layer: the same right (§6.3).
-                    available.extend([ActionKind::Post, ActionKind::Send, ActionKind::Scatter]);
+                    // Send, Scatter and the record writes are posts of the coordination layer: the
+                    // same right (§6.3; a governors-only record refuses a speaker's patch itself).
+                    available.extend([
+                        ActionKind::Post,
+                        ActionKind::Send,
+                        ActionKind::Scatter,
+                        ActionKind::CreateRecord,
+                        ActionKind::PatchRecord,
+                    ]);
                 }
                 if me.role == Role::Governor {
                     available.extend([
