@@ -174,11 +174,11 @@ fn a2_title_accepted_advances_the_rev_with_an_entry() {
     let mut s = group();
     let r = s.record(Scope::Fleet);
     let b = s.b;
-    let last = s.w.state.thread(s.t).unwrap().unwrap().last_entry;
+    let last = s.w.state.thread(s.t).expect("state reads").expect("state reads").last_entry;
     let out = s.patch(b, r, 1, vec![PatchOp::ReplaceTitle(c("new title"))]);
     let ActionResult::RecordPatched { entry, rev: 2, .. } = out else { panic!("{out:?}") };
     assert_eq!(entry.0, last + 1, "the patch is the thread's next entry");
-    assert_eq!(s.w.state.entry(s.t, entry).unwrap().unwrap().author, b);
+    assert_eq!(s.w.state.entry(s.t, entry).expect("state reads").expect("state reads").author, b);
     let v = s.view(r, None, Scope::Fleet);
     assert_eq!(v.title, c("new title"));
     assert_eq!(s.view(r, Some(1), Scope::Fleet).title, c("title"));
@@ -685,17 +685,17 @@ fn event_labels_are_derived_from_the_values() {
 fn every_write_is_also_an_entry() {
     let mut s = group();
     let (a, b, t) = (s.a, s.b, s.t);
-    let before = s.w.state.thread(t).unwrap().unwrap().last_entry;
+    let before = s.w.state.thread(t).expect("state reads").expect("state reads").last_entry;
     let r = s.record(Scope::Fleet);
     s.patch(b, r, 1, vec![note("n1", Scope::Fleet)]);
     s.patch(a, r, 2, vec![PatchOp::ReplaceTitle(c("t2"))]);
-    let after = s.w.state.thread(t).unwrap().unwrap().last_entry;
+    let after = s.w.state.thread(t).expect("state reads").expect("state reads").last_entry;
     assert_eq!(after - before, 3, "one entry per accepted write");
     for rev in 1..=3 {
-        let e = s.w.state.record_revision(r, rev).unwrap().expect("revision");
-        let indexed = s.w.state.index(&keys::entry_record(t, e.entry)).unwrap();
+        let e = s.w.state.record_revision(r, rev).expect("state reads").expect("revision");
+        let indexed = s.w.state.index(&keys::entry_record(t, e.entry)).expect("state reads");
         assert_eq!(indexed, Some(kungfu_core::state::IndexRef::RecordRev { record: r, rev }));
-        assert_eq!(s.w.state.entry(t, e.entry).unwrap().unwrap().author, e.actor);
+        assert_eq!(s.w.state.entry(t, e.entry).expect("state reads").expect("state reads").author, e.actor);
     }
     // A refused write posts nothing.
     let facts = facts_count(&s.w);
@@ -723,7 +723,7 @@ fn record_actions_serialize_on_their_threads_actor() {
     let r = s.record(Scope::Fleet);
     let message = LabeledBody::Content { content: c("m"), labels: labels(Taint::Tainted, Scope::Fleet) };
     let patch = Action::PatchRecord { record: r, base_rev: 1, ops: vec![], message: message.clone(), ask: None };
-    assert_eq!(actor_object(&s.w.state, &patch).unwrap(), Some(ObjectRef::Thread(s.t)));
+    assert_eq!(actor_object(&s.w.state, &patch).expect("state reads"), Some(ObjectRef::Thread(s.t)));
     let create = Action::CreateRecord {
         thread: s.t,
         title: c("t"),
@@ -734,10 +734,10 @@ fn record_actions_serialize_on_their_threads_actor() {
         message,
         ask: None,
     };
-    assert_eq!(actor_object(&s.w.state, &create).unwrap(), Some(ObjectRef::Thread(s.t)));
+    assert_eq!(actor_object(&s.w.state, &create).expect("state reads"), Some(ObjectRef::Thread(s.t)));
     let Action::PatchRecord { base_rev, ops, message, ask, .. } = patch else { unreachable!() };
     let unknown = Action::PatchRecord { record: RecordId(99), base_rev, ops, message, ask };
-    assert_eq!(actor_object(&s.w.state, &unknown).unwrap(), None);
+    assert_eq!(actor_object(&s.w.state, &unknown).expect("state reads"), None);
 }
 
 #[test]

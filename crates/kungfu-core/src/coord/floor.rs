@@ -64,15 +64,15 @@ pub fn floor(labels: Labels, context: Context) -> Result<(), Rejection> {
         )));
     }
     // Design §2.3 step 3: an item never declares a wider scope than its record.
-    if let Context::RecordItem { record_scope } = context {
-        if labels.scope > record_scope {
-            return Err(trust_violation(format!(
-                "is {}-scoped, wider than its {record_scope}-scoped record; an item may not declare a wider scope \
+    if let Context::RecordItem { record_scope } = context
+        && labels.scope > record_scope
+    {
+        return Err(trust_violation(format!(
+            "is {}-scoped, wider than its {record_scope}-scoped record; an item may not declare a wider scope \
                  than its record",
-                labels.scope
-            ))
-            .with_fak_shared(kungfu_types::SharedReason::ScopeWidenForbidden));
-        }
+            labels.scope
+        ))
+        .with_fak_shared(kungfu_types::SharedReason::ScopeWidenForbidden));
     }
     Ok(())
 }

@@ -111,14 +111,12 @@ fn admit(
             if !is_digest(&e.digest) {
                 return reject_field(Code::InvalidArgument, &format!("{f}.digest"), "is not a sha256: digest");
             }
-            if let Some(c) = &e.deletion_certificate {
-                if !is_digest(c) {
-                    return reject_field(
-                        Code::InvalidArgument,
-                        &format!("{f}.deletion_certificate"),
-                        "is not a sha256: digest",
-                    );
-                }
+            if e.deletion_certificate.as_deref().is_some_and(|c| !is_digest(c)) {
+                return reject_field(
+                    Code::InvalidArgument,
+                    &format!("{f}.deletion_certificate"),
+                    "is not a sha256: digest",
+                );
             }
             (Admitted::External(e.clone()), format!("{f}.labels"))
         }
@@ -130,14 +128,14 @@ fn admit(
         }
         return Err(Fail::Reject(r));
     }
-    if let Admitted::External(e) = &admitted {
-        if e.deletion_certificate.is_none() {
-            return Err(trust(
-                &format!("{field}.external.deletion_certificate"),
-                "is missing: an external reference needs a deletion certificate (attach one)",
-                witness,
-            ));
-        }
+    if let Admitted::External(e) = &admitted
+        && e.deletion_certificate.is_none()
+    {
+        return Err(trust(
+            &format!("{field}.external.deletion_certificate"),
+            "is missing: an external reference needs a deletion certificate (attach one)",
+            witness,
+        ));
     }
     Ok(admitted)
 }
@@ -437,7 +435,7 @@ pub(super) fn patch_record(
                     return Err(Fail::Reject(
                         Rejection::field(
                             Code::InvalidTarget,
-                            &format!("{f}.decision"),
+                            format!("{f}.decision"),
                             "names no decision of this record",
                         )
                         .with_fak_shared(SharedReason::MissingDecision),
@@ -459,7 +457,7 @@ pub(super) fn patch_record(
             return Err(Fail::Reject(
                 Rejection::field(
                     Code::DuplicateId,
-                    &format!("{f}.{field}"),
+                    format!("{f}.{field}"),
                     format!("the record already has a {what} with this id (resolution: manual); choose a new id"),
                 )
                 .with_fak_shared(shared),
@@ -562,7 +560,7 @@ fn stale_base<T>(
     Err(Fail::Reject(
         Rejection::field(
             Code::StaleBase,
-            &format!("ops[{op}]"),
+            format!("ops[{op}]"),
             format!(
                 "replaces {path} on rev {base_rev}, but the record is at rev {}: re-read it and rebase, or ask a person \
                  to decide",
