@@ -4,7 +4,9 @@
 //! rebuild-from-facts and pre-check checks (L1, design §8.3).
 
 use kungfu_core::action::{ArtifactInput, BodyInput, LabeledBody, PatchOp};
-use kungfu_core::coord::read::{BodyView, RecordEvent, RecordView, record, record_events};
+use kungfu_core::coord::read::{
+    BodyItem, BodyView, RecordBody, RecordEvent, RecordView, record, record_body, record_events,
+};
 use kungfu_core::model::{Editors, ItemId, NoteKind, Pin};
 use kungfu_core::read::{ReadError, ReadResult};
 use kungfu_core::state::StateExt;
@@ -762,4 +764,45 @@ fn tokens_are_structure_and_cannot_carry_prose() {
         }],
     );
     assert_eq!(rej.field.as_deref(), Some("ops[0].media_type"));
+}
+
+#[test]
+fn bodies_are_read_on_demand_at_any_rev() {
+    let mut s = group();
+    let r = s.record(Scope::Fleet);
+    let (a, b, x) = (s.a, s.b, s.x);
+    s.patch(b, r, 1, vec![note("n1", Scope::Fleet), PatchOp::ReplaceBody(inline("second body", Scope::Fleet))]);
+    let ext = external(Scope::Fleet, true);
+    s.patch(a, r, 2, vec![artifact("a1", ArtifactInput::External(ext.clone()))]);
+    let content = |body: RecordBody| match body {
+        RecordBody::Pin { content, labels, .. } => {
+            assert_eq!(labels, Some(Labels::new(Taint::Tainted, Scope::Fleet)));
+            content
+        }
+        other => panic!("{other:?}"),
+    };
+    let read = |item: BodyItem, at: Option<u32>| record_body(&s.w.state, a, r, &item, at).expect("a member reads");
+    assert_eq!(content(read(BodyItem::Body, Some(1))), Some(c("body")));
+    assert_eq!(content(read(BodyItem::Body, None)), Some(c("second body")));
+    assert_eq!(content(read(BodyItem::Note(id("n1")), None)), Some(c("a note")));
+    assert_eq!(read(BodyItem::Artifact(id("a1")), None), RecordBody::External(ext));
+    // An item added after the rev read, and an unknown one, are not found.
+    let missing = record_body(&s.w.state, a, r, &BodyItem::Note(id("n1")), Some(1));
+    assert_eq!(read_rejection(missing).code, Code::NotFound);
+    // Non-members are not told the record exists.
+    assert_eq!(read_rejection(record_body(&s.w.state, x, r, &BodyItem::Body, None)).code, Code::NotFound);
+}
+
+#[test]
+fn the_working_set_lists_the_threads_records() {
+    let mut s = group();
+    let (o, t) = (s.o, s.t);
+    let first = s.record(Scope::Fleet);
+    let second = s.record(Scope::Tenant);
+    let set = kungfu_core::read::working_set(&s.w.state, o, ObjectRef::Thread(t), s.w.now, &s.w.limits)
+        .expect("a member reads its working set");
+    let kungfu_core::read::ObjectSummary::Thread { records, .. } = set.summary else { panic!("not a thread") };
+    assert_eq!(records, [first, second]);
+    // An observer may read but not write them.
+    assert!(!set.available.contains(&kungfu_core::ActionKind::PatchRecord));
 }

@@ -11,7 +11,8 @@ use crate::model::*;
 use crate::read::{ReadError, ReadResult, current_membership, pinned_content};
 use crate::state::{Record, StateError, StateExt, StateRead};
 use kungfu_types::{
-    AgentId, Code, Content, EntrySeq, FakReason, Labels, RecordId, Rejection, Scope, Taint, ThreadId, Timestamp,
+    AgentId, Code, Content, EntrySeq, ExternalRef, FakReason, Labels, RecordId, Rejection, Scope, Taint, ThreadId,
+    Timestamp,
 };
 use serde::{Deserialize, Serialize};
 
@@ -606,4 +607,81 @@ pub fn record_events(
         }
     }
     Ok(out)
+}
+
+// --- Design §5.7 Bodies on demand -----------------------------------------------------------------
+
+/// Which body of a record `record_body` reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyItem {
+    Body,
+    Note(ItemId),
+    Artifact(ItemId),
+}
+
+/// A body read on demand: a pinned version (its content while the pin rules let the reader read
+/// it, the item's author being the context author as for an entry's pin, §5), or the external
+/// reference itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RecordBody {
+    Pin { pin: Pin, labels: Option<Labels>, content: Option<Content> },
+    External(ExternalRef),
+}
+
+/// Design §5.7 (`RecordService.GetBody`): the record's body, or a note's or an artifact's, at
+/// `at_rev` (None = now), for a current member of the record's thread.
+pub fn record_body(
+    state: &dyn StateRead,
+    agent: AgentId,
+    id: RecordId,
+    item: &BodyItem,
+    at_rev: Option<u32>,
+) -> ReadResult<RecordBody> {
+    let r = readable_record(state, agent, id)?;
+    let rev = at_rev.unwrap_or(r.rev);
+    if !(1..=r.rev).contains(&rev) {
+        return Err(ReadError::Rejected(Rejection::field(
+            Code::InvalidArgument,
+            "at_rev",
+            format!("must name a rev of the record, 1 to {}", r.rev),
+        )));
+    }
+    let no_item =
+        || ReadError::Rejected(Rejection::field(Code::NotFound, "item", "the record has no such item at that rev"));
+    let (reference, author) = match item {
+        BodyItem::Body => {
+            // The body's writer: the actor of the rev that set the value in force at `rev`.
+            let prefix = keys::record_values_of(id, RecordField::Body);
+            let before = keys::record_value(id, RecordField::Body, rev.saturating_add(1));
+            let Some((key, Record::RecordValue(v))) = state.scan_rev(&prefix, Some(&before), 1)?.pop() else {
+                return Err(StateError::corrupt(&keys::shared_record(id), "a record without a body").into());
+            };
+            let FieldValue::Body(b) = v.value else {
+                return Err(StateError::corrupt(&key, "a body that is not a reference").into());
+            };
+            let writer = state
+                .record_revision(id, v.rev)?
+                .ok_or_else(|| StateError::corrupt(&key, "a body value without its revision"))?;
+            (b, writer.actor)
+        }
+        BodyItem::Note(item_id) | BodyItem::Artifact(item_id) => {
+            let kind = if matches!(item, BodyItem::Note(_)) { ItemKind::Note } else { ItemKind::Artifact };
+            let seq = state.record_item_seq(id, kind, &item_id.0)?.ok_or_else(no_item)?;
+            let it = state.record_item(id, kind, seq)?.ok_or_else(no_item)?;
+            if it.added_rev > rev {
+                return Err(no_item());
+            }
+            let reference = it.body.reference().cloned().ok_or_else(no_item)?;
+            (reference, it.author)
+        }
+    };
+    Ok(match reference {
+        BodyRef::External(e) => RecordBody::External(e),
+        BodyRef::Pin(pin) => {
+            let content = pinned_content(state, author, pin)?;
+            // Labels only with readable content, so an unreadable pin never reveals them (§12).
+            let labels = if content.is_some() { state.labels(pin)? } else { None };
+            RecordBody::Pin { pin, labels, content }
+        }
+    })
 }
