@@ -400,8 +400,8 @@ fn check_shared_record(state: &dyn StateRead, key: &[u8], r: &SharedRecord) -> R
         if e.rev as usize != i + 1 || (e.rev > 1 && (e.base_rev == 0 || e.base_rev >= e.rev)) {
             return fail(RULE, format!("{} revision {} has rev {} base {}", r.id, i + 1, e.rev, e.base_rev));
         }
-        if state.entry(r.thread, e.entry).map_err(io)?.is_none() {
-            return fail("design §5.1 every record write is an entry", format!("{} rev {}", r.id, e.rev));
+        if !state.entry(r.thread, e.entry).map_err(io)?.is_some_and(|entry| entry.author == e.actor) {
+            return fail("design §5.1 every record write is an entry of its writer", format!("{} rev {}", r.id, e.rev));
         }
         let indexed = state.index(&keys::entry_record(r.thread, e.entry)).map_err(io)?;
         if indexed != Some(IndexRef::RecordRev { record: r.id, rev: e.rev }) {

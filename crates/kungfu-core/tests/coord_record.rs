@@ -806,3 +806,23 @@ fn the_working_set_lists_the_threads_records() {
     // An observer may read but not write them.
     assert!(!set.available.contains(&kungfu_core::ActionKind::PatchRecord));
 }
+
+#[test]
+fn patches_and_values_are_bounded() {
+    let mut s = group();
+    let r = s.record(Scope::Fleet);
+    let b = s.b;
+    let ops: Vec<PatchOp> = (0..33).map(|i| note(&format!("n{i}"), Scope::Fleet)).collect();
+    let rej = s.refused(b, r, 1, ops);
+    assert_code(&rej, Code::LimitExceeded, None);
+    assert_eq!(rej.field.as_deref(), Some("ops"));
+    let long = Content::from("x".repeat(4097));
+    let rej = s.refused(b, r, 1, vec![PatchOp::ReplaceTitle(long)]);
+    assert_code(&rej, Code::LimitExceeded, None);
+    assert_eq!(rej.fak_reason(), Some(FakReason::Oversize));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].title"));
+    // 32 ops are fine.
+    let ops: Vec<PatchOp> = (0..32).map(|i| note(&format!("n{i}"), Scope::Fleet)).collect();
+    assert_eq!(rev_of(&s.patch(b, r, 1, ops)), 2);
+    assert_eq!(s.view(r, None, Scope::Fleet).notes.len(), 32);
+}
