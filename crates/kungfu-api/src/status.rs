@@ -213,6 +213,10 @@ pub fn status_rejection(s: &tonic::Status) -> Option<Rejection> {
         leader: s.metadata().get(LEADER_METADATA).and_then(|v| v.to_str().ok()).map(str::to_string),
         // Kept only when it differs from the code's own, so a round trip gives back the same value.
         fak: meta(META_FAK_REASON).and_then(FakReason::parse).filter(|f| Some(*f) != code.fak_reason()),
+        // The shared record's `fak_shared_reason` and conflict detail are core only so far (issue
+        // #17): no status carries them yet.
+        fak_shared: None,
+        detail: None,
     })
 }
 

@@ -526,6 +526,7 @@ fn a_working_set_keeps_summary_role_history_obligations_and_actions() {
             last_entry: 12,
             open_assignments: 1,
             grant: Some((Role::Speaker, s("kfg_ab…wxyz"))),
+            records: vec![],
         },
         role: Some(Role::Governor),
         history: vec![

@@ -4,12 +4,12 @@
 use kungfu_api::WriteResponse;
 use kungfu_api::pb;
 use kungfu_api::pb::receipt::Result as R;
-use kungfu_api::response::{create_thread_response, issue_grant_response, register_response};
+use kungfu_api::response::{create_thread_response, issue_grant_response, receipt_result, register_response};
 use kungfu_core::model::{ObligationId, Pin, ScatterRank};
 use kungfu_core::{ActionKind, ActionResult, GrantReceipt, Receipt};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, Role, Scope, Taint, TaskId, ThreadId,
-    Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, RecordId, Role, Scope, Taint, TaskId,
+    ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 
@@ -342,13 +342,16 @@ fn variant(r: &ActionResult) -> &'static str {
         ActionResult::LabeledWritten { .. } => "LabeledWritten",
         ActionResult::ScopeWidened { .. } => "ScopeWidened",
         ActionResult::Scattered { .. } => "Scattered",
+        // Core only (issue #17): no wire case yet, so no sample.
+        ActionResult::RecordCreated { .. } => "RecordCreated",
+        ActionResult::RecordPatched { .. } => "RecordPatched",
     }
 }
 
 #[test]
 fn every_action_result_becomes_its_wire_case_with_every_field() {
     for (domain, wire) in every_result() {
-        assert_eq!(pb::receipt::Result::from(&domain), wire, "{}", variant(&domain));
+        assert_eq!(receipt_result(&domain), Some(wire), "{}", variant(&domain));
     }
 }
 
@@ -356,12 +359,25 @@ fn every_action_result_becomes_its_wire_case_with_every_field() {
 fn the_samples_cover_every_variant_once_and_land_on_distinct_wire_cases() {
     let samples = every_result();
     let names: BTreeSet<&str> = samples.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(names.len(), 38, "every ActionResult variant has a sample");
+    assert_eq!(names.len(), 38, "every ActionResult variant on the wire has a sample");
     assert_eq!(names.len(), samples.len(), "and only one");
     // Variants that share a wire message (published, unpublished, withdrawn) must still be told
     // apart by their oneof case.
     let cases: BTreeSet<_> = samples.iter().map(|(_, w)| format!("{:?}", std::mem::discriminant(w))).collect();
     assert_eq!(cases.len(), samples.len());
+}
+
+/// The shared record is core only (issue #17): its receipts have no wire case yet, so a receipt
+/// carries its kind and no result rather than a wrong one.
+#[test]
+fn record_results_have_no_wire_case_yet() {
+    let created = ActionResult::RecordCreated { record: RecordId(1), thread: ThreadId(2), entry: EntrySeq(3), rev: 1 };
+    assert_eq!(receipt_result(&created), None);
+    let wire = pb::Receipt::from(&receipt(created, ActionKind::CreateRecord));
+    assert_eq!((wire.kind.as_str(), wire.result), ("create_record", None));
+    let patched =
+        ActionResult::RecordPatched { record: RecordId(1), entry: EntrySeq(4), base_rev: 1, rev: 2, merged: false };
+    assert_eq!(receipt_result(&patched), None);
 }
 
 #[test]
@@ -393,8 +409,8 @@ fn a_receipt_keeps_kind_time_and_seq() {
 #[test]
 fn a_time_past_the_int64_range_saturates_instead_of_wrapping() {
     let r = ActionResult::AssignmentTaken { assignment: AssignmentId(1), delivery_due: Timestamp(u64::MAX) };
-    match pb::receipt::Result::from(&r) {
-        R::AssignmentTaken(t) => assert_eq!(t.delivery_due_unix_micros, i64::MAX),
+    match receipt_result(&r) {
+        Some(R::AssignmentTaken(t)) => assert_eq!(t.delivery_due_unix_micros, i64::MAX),
         other => panic!("unexpected {other:?}"),
     }
 }

@@ -451,8 +451,11 @@ fn every_write_request_converts_to_its_exact_action_and_key() {
 #[test]
 fn every_client_action_kind_has_a_write_request() {
     let covered: BTreeSet<ActionKind> = every_write().iter().map(|(_, action)| action.kind()).collect();
-    // Expiry is proposed by the leader's timer (L4), never by a client.
-    let expected: BTreeSet<ActionKind> = ActionKind::ALL.iter().copied().filter(|k| *k != ActionKind::Expire).collect();
+    // Expiry is proposed by the leader's timer (L4), never by a client. The shared record's writes
+    // are core only so far (issue #17): no write request yet.
+    let not_requested = [ActionKind::Expire, ActionKind::CreateRecord, ActionKind::PatchRecord];
+    let expected: BTreeSet<ActionKind> =
+        ActionKind::ALL.iter().copied().filter(|k| !not_requested.contains(k)).collect();
     assert_eq!(covered, expected);
 }
 

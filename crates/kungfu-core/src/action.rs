@@ -2,10 +2,12 @@
 //! acting principal, the [`Action`], its idempotency key, the digest of the request and the time
 //! `ts` stamped by the leader (DESIGN §3). Nothing else enters the core.
 
-use crate::model::{Audience, Contract, Eligibility, Judge, MissingJudgment, ObligationId, Pin};
+use crate::model::{
+    Audience, Contract, Editors, Eligibility, ItemId, Judge, MissingJudgment, NoteKind, ObligationId, Pin,
+};
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, Labels, MemoryId, Micros,
-    RequestDigest, Role, Scope, SecretHash, TaskId, ThreadId, Timestamp,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, ExternalRef, Fingerprint, IdempotencyKey, Labels, MemoryId,
+    Micros, RecordId, RequestDigest, Role, Scope, SecretHash, TaskId, ThreadId, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -84,6 +86,47 @@ pub enum Addressees {
 pub struct RankGoal {
     pub member: AgentId,
     pub body: LabeledBody,
+}
+
+/// A record body or note body (design §5.3): an existing version (its labels are its own), new
+/// content that becomes a labeled Memory of the writer in the same action, or an external ref.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyInput {
+    Pin(Pin),
+    Content { content: Content, labels: Labels },
+    External(ExternalRef),
+}
+
+/// An artifact reference (design §5.4): a version or an external ref, never inline content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArtifactInput {
+    Pin(Pin),
+    External(ExternalRef),
+}
+
+/// One typed op of a record patch (design §5.4). fak's `remove` is not expressible. Replaces
+/// conflict on a stale base; appends with new ids commute.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PatchOp {
+    ReplaceTitle(Content),
+    ReplaceState(Content),
+    ReplaceBody(BodyInput),
+    ReplaceDecisionState { decision: ItemId, state: Content },
+    AppendNote { note_id: ItemId, kind: NoteKind, body: BodyInput },
+    AppendArtifact { artifact_id: ItemId, reference: ArtifactInput, media_type: String },
+    AppendDecision { decision_id: ItemId, state: Content, reason: Content },
+}
+
+impl PatchOp {
+    pub fn is_replace(&self) -> bool {
+        matches!(
+            self,
+            PatchOp::ReplaceTitle(_)
+                | PatchOp::ReplaceState(_)
+                | PatchOp::ReplaceBody(_)
+                | PatchOp::ReplaceDecisionState { .. }
+        )
+    }
 }
 
 /// An assignment created together with an entry (§6.4).
@@ -318,6 +361,25 @@ pub enum Action {
         delivery_window: Option<Micros>,
         judgment_window: Option<Micros>,
     },
+    /// Design §5.3: a shared record in a thread, created with its entry (`message`).
+    CreateRecord {
+        thread: ThreadId,
+        title: Content,
+        state: Content,
+        body: BodyInput,
+        scope: Scope,
+        editors: Editors,
+        message: LabeledBody,
+        ask: Option<BTreeSet<AgentId>>,
+    },
+    /// Design §5.4: a compare-and-set patch on `base_rev`, with its entry (`message`).
+    PatchRecord {
+        record: RecordId,
+        base_rev: u32,
+        ops: Vec<PatchOp>,
+        message: LabeledBody,
+        ask: Option<BTreeSet<AgentId>>,
+    },
 }
 
 macro_rules! kinds {
@@ -380,6 +442,8 @@ kinds! {
     WidenScope => "widen_scope",
     Send => "send",
     Scatter => "scatter",
+    CreateRecord => "create_record",
+    PatchRecord => "patch_record",
 }
 
 impl Action {

@@ -4,11 +4,12 @@
 //! order (L2).
 
 use crate::model::{
-    AssignmentSpec, Audience, Contract, MembershipEnd, MissingJudgment, ObligationId, Pin, ScatterRank,
+    AppliedOp, AssignmentSpec, Audience, BodyRef, Contract, Editors, MembershipEnd, MissingJudgment, ObligationId, Pin,
+    ScatterRank,
 };
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, ObjectRef, Role, SecretHash,
-    TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, ObjectRef, RecordId, Role,
+    Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -223,6 +224,30 @@ pub enum Fact {
         header: EntrySeq,
         ranks: Vec<ScatterRank>,
     },
+    /// Design §5.3: a shared record, created by the `Posted` entry of the same command.
+    RecordCreated {
+        record: RecordId,
+        thread: ThreadId,
+        entry: EntrySeq,
+        creator: AgentId,
+        scope: Scope,
+        editors: Editors,
+        title: Content,
+        state: Content,
+        body: BodyRef,
+    },
+    /// Design §5.6: an accepted patch, carried by the `Posted` entry of the same command. `scope`
+    /// and `taint` are derived from the values it carries (design §5.8).
+    RecordPatched {
+        record: RecordId,
+        thread: ThreadId,
+        entry: EntrySeq,
+        base_rev: u32,
+        rev: u32,
+        ops: Vec<AppliedOp>,
+        scope: Scope,
+        taint: Taint,
+    },
 }
 
 impl Fact {
@@ -258,7 +283,9 @@ impl Fact {
             | AssignmentJudged { thread, .. }
             | AssignmentDropped { thread, .. }
             | AssignmentVoided { thread, .. }
-            | Scattered { thread, .. } => vec![ObjectRef::Thread(*thread)],
+            | Scattered { thread, .. }
+            | RecordCreated { thread, .. }
+            | RecordPatched { thread, .. } => vec![ObjectRef::Thread(*thread)],
             TaskCreated { task, .. }
             | ContractRevised { task, .. }
             | TaskPaused { task }
@@ -309,6 +336,8 @@ impl Fact {
             DeadlinePassed { .. } => "deadline_passed",
             VersionLabeled { .. } => "version_labeled",
             Scattered { .. } => "scattered",
+            RecordCreated { .. } => "record_created",
+            RecordPatched { .. } => "record_patched",
         }
     }
 }

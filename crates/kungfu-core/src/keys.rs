@@ -4,10 +4,10 @@
 //! maps to a column family (DESIGN §7); nothing else about keys is storage's business.
 
 use crate::action::{ActionKind, Principal};
-use crate::model::{ObligationId, OpportunityId};
+use crate::model::{ItemKind, ObligationId, OpportunityId, RecordField};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, IdempotencyKey, MemoryId, ObjectRef, SecretHash, TaskId, ThreadId,
-    Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, IdempotencyKey, MemoryId, ObjectRef, RecordId, SecretHash, TaskId,
+    ThreadId, Timestamp, Version,
 };
 
 /// A key: family byte, then the family's fields.
@@ -88,6 +88,21 @@ impl K {
             ObligationId::EngagementJudgment(e) => self.u8(5).u64(e.0),
         }
     }
+    fn item_kind(self, kind: ItemKind) -> K {
+        self.u8(match kind {
+            ItemKind::Note => 1,
+            ItemKind::Artifact => 2,
+            ItemKind::Decision => 3,
+        })
+    }
+    fn field(self, field: RecordField) -> K {
+        match field {
+            RecordField::Title => self.u8(1),
+            RecordField::State => self.u8(2),
+            RecordField::Body => self.u8(3),
+            RecordField::DecisionState(seq) => self.u8(4).u32(seq),
+        }
+    }
     fn done(self) -> Key {
         self.0
     }
@@ -95,6 +110,10 @@ impl K {
 
 pub fn counters() -> Key {
     K::new(Family::Meta, 1).done()
+}
+/// Design §8.1: the last allocated record id (its own key: `Counters` never gains a field, R4).
+pub fn record_counter() -> Key {
+    K::new(Family::Meta, 2).done()
 }
 
 // Records -------------------------------------------------------------------------------------
@@ -164,6 +183,44 @@ pub fn collective(thread: ThreadId, header: EntrySeq) -> Key {
 /// Every collective, for checks.
 pub fn all_collectives() -> Key {
     K::new(Family::Records, 18).done()
+}
+/// Design §8.1: a shared record's structure.
+pub fn shared_record(id: RecordId) -> Key {
+    K::new(Family::Records, 14).u64(id.0).done()
+}
+/// Every shared record, for checks.
+pub fn all_shared_records() -> Key {
+    K::new(Family::Records, 14).done()
+}
+/// Design §8.1: a scalar's value from `rev` on; the value at rev R is the last key `<= R`.
+pub fn record_value(id: RecordId, field: RecordField, rev: u32) -> Key {
+    K::new(Family::Records, 15).u64(id.0).field(field).u32(rev).done()
+}
+/// The whole history of one scalar.
+pub fn record_values_of(id: RecordId, field: RecordField) -> Key {
+    K::new(Family::Records, 15).u64(id.0).field(field).done()
+}
+/// Every scalar value of every record, for checks.
+pub fn all_record_values() -> Key {
+    K::new(Family::Records, 15).done()
+}
+/// Design §8.1: an item of a record, in append order within its kind.
+pub fn record_item(id: RecordId, kind: ItemKind, seq: u32) -> Key {
+    K::new(Family::Records, 16).u64(id.0).item_kind(kind).u32(seq).done()
+}
+pub fn record_items_of(id: RecordId, kind: ItemKind) -> Key {
+    K::new(Family::Records, 16).u64(id.0).item_kind(kind).done()
+}
+/// Every item of every record, for checks.
+pub fn all_record_items() -> Key {
+    K::new(Family::Records, 16).done()
+}
+/// Design §8.1: the summary of one accepted write.
+pub fn record_revision(id: RecordId, rev: u32) -> Key {
+    K::new(Family::Records, 17).u64(id.0).u32(rev).done()
+}
+pub fn record_revisions_of(id: RecordId) -> Key {
+    K::new(Family::Records, 17).u64(id.0).done()
 }
 /// A whole record kind (tag) for full scans in checks and rebuilds.
 pub fn records_prefix() -> Key {
@@ -272,6 +329,25 @@ pub fn agent_engagement(agent: AgentId, e: EngagementId) -> Key {
 }
 pub fn agent_engagements(agent: AgentId) -> Key {
     K::new(Family::Indexes, 13).u64(agent.0).done()
+}
+/// Design §8.1: the records of a thread, in id order.
+pub fn thread_record(thread: ThreadId, id: RecordId) -> Key {
+    K::new(Family::Indexes, 14).u64(thread.0).u64(id.0).done()
+}
+pub fn thread_records(thread: ThreadId) -> Key {
+    K::new(Family::Indexes, 14).u64(thread.0).done()
+}
+/// Design §8.1: an item id already used in a record (the duplicate check), pointing at its number.
+pub fn record_item_id(id: RecordId, kind: ItemKind, item: &str) -> Key {
+    K::new(Family::Indexes, 15).u64(id.0).item_kind(kind).bytes(item.as_bytes()).done()
+}
+/// Every item-id index, for checks.
+pub fn record_item_id_prefix() -> Key {
+    K::new(Family::Indexes, 15).done()
+}
+/// Design §8.1: the record write an entry carries.
+pub fn entry_record(thread: ThreadId, entry: EntrySeq) -> Key {
+    K::new(Family::Indexes, 16).u64(thread.0).u64(entry.0).done()
 }
 pub fn indexes_prefix() -> Key {
     vec![Family::Indexes as u8]

@@ -116,6 +116,14 @@ pub struct CoordLimits {
     /// Entries one filtered mailbox read examines per requested item (design §3.5: every call is
     /// bounded, and a full traversal still omits nothing).
     pub mailbox_scan_factor: usize,
+    /// Shared records of one thread (design §9).
+    pub max_records_per_thread: usize,
+    /// Items of one kind (notes, artifacts, decisions) in one record.
+    pub max_record_items: u32,
+    /// Ops of one patch.
+    pub max_patch_ops: usize,
+    /// Bytes of one scalar text (title, state, decision state and reason).
+    pub max_record_field_bytes: usize,
 }
 
 impl CoordLimits {
@@ -125,6 +133,10 @@ impl CoordLimits {
         max_mailbox_page_bytes: 1024 * 1024,
         max_gather_output_bytes: 2 * 1024 * 1024,
         mailbox_scan_factor: 8,
+        max_records_per_thread: 100,
+        max_record_items: 1000,
+        max_patch_ops: 32,
+        max_record_field_bytes: 4096,
     };
 }
 

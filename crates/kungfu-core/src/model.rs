@@ -3,8 +3,8 @@
 //! everywhere (L6): every participant-written value is a [`Content`] and nothing else is.
 
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, Micros, ObjectRef, Role,
-    SecretHash, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, ExternalRef, Fingerprint, Labels, MemoryId, Micros,
+    ObjectRef, RecordId, Role, Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -507,4 +507,235 @@ pub struct Collective {
     pub author: AgentId,
     pub formed_at: Timestamp,
     pub ranks: Vec<ScatterRank>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared record (design §5). Structure only: every value that is content stays a Memory
+// version (bodies) or a `Content` field (title, state, decision text); the runtime never parses it
+// (design R1). Every accepted write is also a `Post` in the record's thread.
+
+/// Design §5.2: an item id, `[A-Za-z0-9_.-]{1,64}`: structure, charset-limited so it cannot carry
+/// prose. Checked once, in `decide`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ItemId(pub String);
+
+impl ItemId {
+    pub fn is_valid(&self) -> bool {
+        let n = self.0.len();
+        (1..=64).contains(&n) && self.0.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    }
+}
+
+impl std::fmt::Display for ItemId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who may write a record (design §5.3), fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Editors {
+    /// Every member who may speak.
+    Speakers,
+    /// Governors only; a speaker's patch is refused `NOT_GOVERNOR` (fak's `APPROVAL_REQUIRED`).
+    Governors,
+}
+
+/// Design §5.2: a stored body or artifact: a pinned Memory version (its labels are the version's),
+/// or an external reference with declared labels.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyRef {
+    Pin(Pin),
+    External(ExternalRef),
+}
+
+/// A note's kind (fak's `comment` and `progress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NoteKind {
+    Comment,
+    Progress,
+}
+
+/// The three item kinds of a record, append-only, each numbered from 1 in append order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ItemKind {
+    Note,
+    Artifact,
+    Decision,
+}
+
+impl ItemKind {
+    pub const ALL: [ItemKind; 3] = [ItemKind::Note, ItemKind::Artifact, ItemKind::Decision];
+
+    /// fak's path of the item list.
+    pub fn path(self) -> &'static str {
+        match self {
+            ItemKind::Note => "/notes",
+            ItemKind::Artifact => "/artifacts",
+            ItemKind::Decision => "/open_decisions",
+        }
+    }
+}
+
+/// A scalar field of a record, each with a history keyed by rev (design §8.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RecordField {
+    Title,
+    State,
+    Body,
+    /// The state of the decision with this item number.
+    DecisionState(u32),
+}
+
+/// The value of a scalar at one rev.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FieldValue {
+    Text(Content),
+    Body(BodyRef),
+}
+
+/// One op of an accepted patch, as recorded (design §5.6 step 5): inline bodies already replaced by
+/// the pins of their new Memory versions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AppliedOp {
+    ReplaceTitle(Content),
+    ReplaceState(Content),
+    ReplaceBody(BodyRef),
+    ReplaceDecisionState { decision: ItemId, state: Content },
+    AppendNote { note_id: ItemId, kind: NoteKind, body: BodyRef },
+    AppendArtifact { artifact_id: ItemId, reference: BodyRef, media_type: String },
+    AppendDecision { decision_id: ItemId, state: Content, reason: Content },
+}
+
+impl AppliedOp {
+    /// fak's path of the op (design §5.4 table).
+    pub fn path(&self) -> String {
+        match self {
+            AppliedOp::ReplaceTitle(_) => "/title".into(),
+            AppliedOp::ReplaceState(_) => "/state".into(),
+            AppliedOp::ReplaceBody(_) => "/body_ref".into(),
+            AppliedOp::ReplaceDecisionState { decision, .. } => format!("/open_decisions/{decision}/state"),
+            AppliedOp::AppendNote { .. } => ItemKind::Note.path().into(),
+            AppliedOp::AppendArtifact { .. } => ItemKind::Artifact.path().into(),
+            AppliedOp::AppendDecision { .. } => ItemKind::Decision.path().into(),
+        }
+    }
+}
+
+/// Item counts of a record, per kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordCounts {
+    pub notes: u32,
+    pub artifacts: u32,
+    pub decisions: u32,
+}
+
+impl RecordCounts {
+    pub fn get(&self, kind: ItemKind) -> u32 {
+        match kind {
+            ItemKind::Note => self.notes,
+            ItemKind::Artifact => self.artifacts,
+            ItemKind::Decision => self.decisions,
+        }
+    }
+
+    pub fn get_mut(&mut self, kind: ItemKind) -> &mut u32 {
+        match kind {
+            ItemKind::Note => &mut self.notes,
+            ItemKind::Artifact => &mut self.artifacts,
+            ItemKind::Decision => &mut self.decisions,
+        }
+    }
+}
+
+/// Design §5.2: the structure of a shared record; its values live at `record_value` and
+/// `record_item` keys. `rev` counts accepted writes from 1 (the creation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedRecord {
+    pub id: RecordId,
+    pub thread: ThreadId,
+    pub creator: AgentId,
+    pub created_at: Timestamp,
+    /// The entry that created it.
+    pub entry: EntrySeq,
+    pub rev: u32,
+    /// The widest audience its items may reach, `Fleet..=Public`, fixed at creation.
+    pub scope: Scope,
+    pub editors: Editors,
+    pub counts: RecordCounts,
+    pub updated_by: AgentId,
+    pub updated_at: Timestamp,
+}
+
+/// One entry of a scalar's history: its value from `rev` on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordValue {
+    pub record: RecordId,
+    pub field: RecordField,
+    pub rev: u32,
+    pub value: FieldValue,
+}
+
+/// What an item holds, by kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ItemBody {
+    Note {
+        kind: NoteKind,
+        body: BodyRef,
+    },
+    Artifact {
+        reference: BodyRef,
+        media_type: String,
+    },
+    /// A decision's state is the scalar `RecordField::DecisionState(seq)`.
+    Decision {
+        reason: Content,
+    },
+}
+
+impl ItemBody {
+    pub fn kind(&self) -> ItemKind {
+        match self {
+            ItemBody::Note { .. } => ItemKind::Note,
+            ItemBody::Artifact { .. } => ItemKind::Artifact,
+            ItemBody::Decision { .. } => ItemKind::Decision,
+        }
+    }
+
+    /// The reference whose labels decide who may see the item (decisions are carried at the
+    /// record's scope).
+    pub fn reference(&self) -> Option<&BodyRef> {
+        match self {
+            ItemBody::Note { body, .. } => Some(body),
+            ItemBody::Artifact { reference, .. } => Some(reference),
+            ItemBody::Decision { .. } => None,
+        }
+    }
+}
+
+/// Design §5.2: one appended item, numbered `seq` (from 1) within its kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordItem {
+    pub record: RecordId,
+    pub seq: u32,
+    pub id: ItemId,
+    pub author: AgentId,
+    pub added_rev: u32,
+    pub added_at: Timestamp,
+    pub body: ItemBody,
+}
+
+/// Design §5.8: the summary of one accepted write (derived, rebuilt from facts). `scope` and
+/// `taint` are derived from the values the write carries, never declared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordRevision {
+    pub record: RecordId,
+    pub rev: u32,
+    pub base_rev: u32,
+    pub entry: EntrySeq,
+    pub actor: AgentId,
+    pub at: Timestamp,
+    pub paths: Vec<String>,
+    pub scope: Scope,
+    pub taint: Taint,
 }

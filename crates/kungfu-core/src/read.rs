@@ -10,8 +10,8 @@ use crate::model::*;
 use crate::state::{IndexRef, Record, StateError, StateExt, StateRead, obligation_object};
 use crate::visibility;
 use kungfu_types::{
-    AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, NextStep, ObjectRef, Rejection, Role,
-    TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Code, Content, EngagementId, EntrySeq, MemoryId, NextStep, ObjectRef, RecordId, Rejection,
+    Role, TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 
@@ -472,6 +472,9 @@ pub enum ObjectSummary {
         open_assignments: u32,
         /// The live grant's role and fingerprint, shown to governors only.
         grant: Option<(Role, String)>,
+        /// Design §5.9 (R5): the thread's shared records, in id order, at most
+        /// `max_records_per_thread`, so a member finds them from the working set alone.
+        records: Vec<RecordId>,
     },
     Task {
         id: TaskId,
@@ -496,6 +499,19 @@ pub struct WorkingSet {
     pub history: Vec<HistoryItem>,
     pub obligations: Vec<TurnItem>,
     pub available: Vec<ActionKind>,
+}
+
+/// The records of a thread, in id order (design §5.9), bounded by the per-thread limit.
+fn thread_records(state: &dyn StateRead, thread: ThreadId) -> ReadResult<Vec<RecordId>> {
+    let bound = crate::limits::CoordLimits::DEFAULT.max_records_per_thread;
+    state
+        .index_refs(&keys::thread_records(thread), bound)?
+        .into_iter()
+        .map(|(key, r)| match r {
+            IndexRef::Record(id) => Ok(id),
+            _ => Err(StateError::corrupt(&key, "a thread's record index names no record").into()),
+        })
+        .collect()
 }
 
 pub fn working_set(
@@ -549,8 +565,15 @@ pub fn working_set(
             let sole_governor = me.role == Role::Governor && t.governors == 1;
             if t.is_open() {
                 if me.role.may_speak() {
-                    // Send and Scatter are posts of the coordination layer: the same right (§6.3).
-                    available.extend([ActionKind::Post, ActionKind::Send, ActionKind::Scatter]);
+                    // Send, Scatter and the record writes are posts of the coordination layer: the
+                    // same right (§6.3; a governors-only record refuses a speaker's patch itself).
+                    available.extend([
+                        ActionKind::Post,
+                        ActionKind::Send,
+                        ActionKind::Scatter,
+                        ActionKind::CreateRecord,
+                        ActionKind::PatchRecord,
+                    ]);
                 }
                 if me.role == Role::Governor {
                     available.extend([
@@ -592,6 +615,7 @@ pub fn working_set(
                 last_entry: t.last_entry,
                 open_assignments: t.open_assignments,
                 grant,
+                records: thread_records(state, id)?,
             }
         }
         ObjectRef::Task(id) => {

@@ -5,8 +5,8 @@
 use crate::action::ActionKind;
 use crate::model::{ObligationId, Pin, ScatterRank};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, RequestDigest, Role, Scope, TaskId,
-    ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, RecordId, RequestDigest, Role, Scope,
+    TaskId, ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -203,6 +203,21 @@ pub enum ActionResult {
         thread: ThreadId,
         header: EntrySeq,
         ranks: Vec<ScatterRank>,
+    },
+    /// Design §5.3: a new shared record at rev 1, and the entry that carries it.
+    RecordCreated {
+        record: RecordId,
+        thread: ThreadId,
+        entry: EntrySeq,
+        rev: u32,
+    },
+    /// Design §5.6: the new rev; `merged` when the patch's appends were rebased onto a newer rev.
+    RecordPatched {
+        record: RecordId,
+        entry: EntrySeq,
+        base_rev: u32,
+        rev: u32,
+        merged: bool,
     },
 }
 

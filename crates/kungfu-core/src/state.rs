@@ -8,7 +8,7 @@ use crate::keys::{self, Key};
 use crate::model::*;
 use crate::receipt::StoredReceipt;
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, SecretHash, TaskId, ThreadId, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, RecordId, SecretHash, TaskId, ThreadId, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -37,6 +37,13 @@ pub enum Record {
     // The coordination layer (appended, design R4).
     Labels(VersionLabels),
     Collective(Collective),
+    // The shared record (appended, design §8.1).
+    SharedRecord(SharedRecord),
+    RecordValue(RecordValue),
+    RecordItem(RecordItem),
+    RecordRevision(RecordRevision),
+    /// A counter at its own meta key (the record counter).
+    Counter(u64),
 }
 
 /// The target of an index entry.
@@ -48,6 +55,14 @@ pub enum IndexRef {
     Thread(ThreadId),
     Assignment(AssignmentId),
     Engagement(EngagementId),
+    // The shared record (appended, design §8.1).
+    Record(RecordId),
+    /// An item's number within its kind.
+    Item(u32),
+    RecordRev {
+        record: RecordId,
+        rev: u32,
+    },
 }
 
 /// A read failed below the core (IO, corruption). Never a protocol rejection: the node must stop
@@ -296,6 +311,32 @@ pub trait StateExt: StateRead {
     typed_get!(obligation(id: ObligationId) -> Obligation = Obligation, keys::obligation(id););
     typed_get!(version_labels(id: MemoryId, v: Version) -> VersionLabels = Labels, keys::version_labels(id, v););
     typed_get!(collective(thread: ThreadId, header: EntrySeq) -> Collective = Collective, keys::collective(thread, header););
+    typed_get!(shared_record(id: RecordId) -> SharedRecord = SharedRecord, keys::shared_record(id););
+    typed_get!(record_revision(id: RecordId, rev: u32) -> RecordRevision = RecordRevision, keys::record_revision(id, rev););
+    typed_get!(record_item(id: RecordId, kind: ItemKind, seq: u32) -> RecordItem = RecordItem, keys::record_item(id, kind, seq););
+    typed_get!(record_counter() -> u64 = Counter, keys::record_counter(););
+
+    /// Design §5.7: a scalar's value at `rev` (its latest history entry `<= rev`), one `scan_rev`.
+    fn record_value_at(&self, id: RecordId, field: RecordField, rev: u32) -> Result<Option<FieldValue>, StateError> {
+        let prefix = keys::record_values_of(id, field);
+        let before = keys::record_value(id, field, rev.saturating_add(1));
+        let before = if rev == u32::MAX { None } else { Some(before.as_slice()) };
+        match self.scan_rev(&prefix, before, 1)?.pop() {
+            None => Ok(None),
+            Some((_, Record::RecordValue(v))) => Ok(Some(v.value)),
+            Some((key, _)) => Err(StateError::corrupt(&key, "expected a record value")),
+        }
+    }
+
+    /// The number of the item with this id, if the record has one.
+    fn record_item_seq(&self, id: RecordId, kind: ItemKind, item: &str) -> Result<Option<u32>, StateError> {
+        let key = keys::record_item_id(id, kind, item);
+        match self.index(&key)? {
+            None => Ok(None),
+            Some(IndexRef::Item(seq)) => Ok(Some(seq)),
+            Some(_) => Err(StateError::corrupt(&key, "expected an item number")),
+        }
+    }
 
     /// Design §2.2: the labels of a pinned version; None when the version is unlabeled.
     fn labels(&self, pin: Pin) -> Result<Option<kungfu_types::Labels>, StateError> {

@@ -6,7 +6,7 @@
 use crate::action::{Action, Addressees, Command, LabeledBody, NewGrant, PostBody, Principal, RankGoal};
 use crate::engine::{Applied, Precheck, apply, precheck};
 use crate::limits::Limits;
-use crate::model::{ObligationId, Pin, ScatterRank};
+use crate::model::{Editors, ObligationId, Pin, ScatterRank};
 use crate::read;
 use crate::rebuild::{rebuild, without_receipts};
 use crate::receipt::ActionResult;
@@ -14,8 +14,8 @@ use crate::secret::{fingerprint, hash_secret};
 use crate::state::{MemState, StateExt};
 use crate::validate::validate;
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Labels, MemoryId, Micros, Rejection, Role, Scope,
-    ThreadId, Timestamp,
+    AgentId, AssignmentId, Content, EntrySeq, IdempotencyKey, Labels, MemoryId, Micros, RecordId, Rejection, Role,
+    Scope, ThreadId, Timestamp,
 };
 use std::collections::BTreeSet;
 
@@ -327,6 +327,38 @@ impl World {
             ActionResult::Scattered { header, ranks, .. } => (header, ranks),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// Design §5.3: creates a record with an inline fleet body and message; returns its id.
+    pub fn create_record(&mut self, author: AgentId, thread: ThreadId, scope: Scope, editors: Editors) -> RecordId {
+        let fleet = Labels::new(kungfu_types::Taint::Tainted, Scope::Fleet);
+        let action = Action::CreateRecord {
+            thread,
+            title: Content::from("title"),
+            state: Content::from("working"),
+            body: crate::action::BodyInput::Content { content: Content::from("body"), labels: fleet },
+            scope,
+            editors,
+            message: LabeledBody::Content { content: Content::from("created a record"), labels: fleet },
+            ask: None,
+        };
+        match self.ok(author, action) {
+            ActionResult::RecordCreated { record, .. } => record,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Design §5.4: patches a record with a fleet message; the outcome.
+    pub fn patch_record(
+        &mut self,
+        author: AgentId,
+        record: RecordId,
+        base_rev: u32,
+        ops: Vec<crate::action::PatchOp>,
+    ) -> Result<ActionResult, Rejection> {
+        let fleet = Labels::new(kungfu_types::Taint::Tainted, Scope::Fleet);
+        let message = LabeledBody::Content { content: Content::from("patched the record"), labels: fleet };
+        self.act(author, Action::PatchRecord { record, base_rev, ops, message, ask: None })
     }
 
     /// Plays the leader's deadline timers: proposes `Expire` for every due item at `now`, as a

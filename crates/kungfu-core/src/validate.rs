@@ -289,9 +289,11 @@ fn check_coordination(state: &dyn StateRead, records: &[(Vec<u8>, Record)]) -> R
                 }
             }
             Record::Collective(c) => check_collective(state, key, c)?,
+            Record::SharedRecord(r) => check_shared_record(state, key, r)?,
             _ => {}
         }
     }
+    check_record_indexes(state, records)?;
     // Design §2.2: each label was written by one `VersionLabeled`, right after the fact that
     // created its version, in the same command. Read from each labeled Memory's journal.
     for (memory, versions) in &labeled {
@@ -367,6 +369,129 @@ fn check_collective(state: &dyn StateRead, key: &[u8], c: &Collective) -> Result
         };
         if a.addressee != r.member || a.entry != r.entry || a.thread != c.thread || a.creator != c.author {
             return fail(RULE, format!("{at}: assignment {} is not addressed to the rank", r.assignment));
+        }
+    }
+    Ok(())
+}
+
+/// Design §8.3: a shared record's rev counts its revisions; rev 1 has a title, a state and a body;
+/// every item is within `[Fleet, record.scope]` and not quarantined, numbered from 1 in append
+/// order with a non-decreasing `added_rev`, and indexed by its id; counts equal the items; every
+/// decision has a state at its `added_rev`; its thread indexes it and each revision's entry exists.
+fn check_shared_record(state: &dyn StateRead, key: &[u8], r: &SharedRecord) -> Result<(), Violation> {
+    const RULE: &str = "design §8.3 a shared record is its accepted writes";
+    if key != keys::shared_record(r.id).as_slice() {
+        return fail(RULE, format!("{} stored under another key", r.id));
+    }
+    if r.scope < kungfu_types::Scope::Fleet {
+        return fail("design §5.3 a record is at least fleet-scoped", format!("{}", r.id));
+    }
+    if state.get(&keys::thread_record(r.thread, r.id)).map_err(io)?.is_none() {
+        return fail(RULE, format!("{} is not indexed under {}", r.id, r.thread));
+    }
+    let revisions = state.scan_all(&keys::record_revisions_of(r.id)).map_err(io)?;
+    if revisions.len() != r.rev as usize {
+        return fail(RULE, format!("{} is at rev {} with {} revisions", r.id, r.rev, revisions.len()));
+    }
+    for (i, (_, rec)) in revisions.iter().enumerate() {
+        let Record::RecordRevision(e) = rec else {
+            return fail(RULE, format!("{} revision {} is not a revision", r.id, i + 1));
+        };
+        if e.rev as usize != i + 1 || (e.rev > 1 && (e.base_rev == 0 || e.base_rev >= e.rev)) {
+            return fail(RULE, format!("{} revision {} has rev {} base {}", r.id, i + 1, e.rev, e.base_rev));
+        }
+        if !state.entry(r.thread, e.entry).map_err(io)?.is_some_and(|entry| entry.author == e.actor) {
+            return fail("design §5.1 every record write is an entry of its writer", format!("{} rev {}", r.id, e.rev));
+        }
+        let indexed = state.index(&keys::entry_record(r.thread, e.entry)).map_err(io)?;
+        if indexed != Some(IndexRef::RecordRev { record: r.id, rev: e.rev }) {
+            return fail(RULE, format!("{} rev {}: its entry does not index it", r.id, e.rev));
+        }
+    }
+    for field in [RecordField::Title, RecordField::State, RecordField::Body] {
+        if state.get(&keys::record_value(r.id, field, 1)).map_err(io)?.is_none() {
+            return fail("design §8.3 rev 1 has a title, a state and a body", format!("{} {field:?}", r.id));
+        }
+    }
+    for kind in ItemKind::ALL {
+        let items = state.scan_all(&keys::record_items_of(r.id, kind)).map_err(io)?;
+        if items.len() != r.counts.get(kind) as usize {
+            return fail(RULE, format!("{} counts {} {kind:?} items, has {}", r.id, r.counts.get(kind), items.len()));
+        }
+        let mut last_rev = 1;
+        for (i, (_, rec)) in items.iter().enumerate() {
+            let Record::RecordItem(item) = rec else {
+                return fail(RULE, format!("{} {kind:?} {} is not an item", r.id, i + 1));
+            };
+            let at = format!("{} {kind:?} {}", r.id, item.id);
+            if item.seq as usize != i + 1
+                || item.body.kind() != kind
+                || item.added_rev < last_rev
+                || item.added_rev > r.rev
+            {
+                return fail(RULE, format!("{at}: out of order"));
+            }
+            last_rev = item.added_rev;
+            if state.index(&keys::record_item_id(r.id, kind, &item.id.0)).map_err(io)? != Some(IndexRef::Item(item.seq))
+            {
+                return fail(RULE, format!("{at}: its id does not index it"));
+            }
+            if let Some(reference) = item.body.reference() {
+                let labels = match reference {
+                    BodyRef::Pin(p) => state.labels(*p).map_err(io)?.unwrap_or(Labels::FAIL_CLOSED),
+                    BodyRef::External(e) => e.labels,
+                };
+                let within = floor::floor(labels, Context::RecordItem { record_scope: r.scope }).is_ok();
+                if !within {
+                    return fail("design §8.3 every item within [fleet, record scope], none quarantined", at);
+                }
+            }
+            if kind == ItemKind::Decision
+                && state
+                    .get(&keys::record_value(r.id, RecordField::DecisionState(item.seq), item.added_rev))
+                    .map_err(io)?
+                    .is_none()
+            {
+                return fail("design §8.3 every decision has a state at its added rev", at);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Design §8.3: every item-id and thread index names an existing item or record; the record
+/// counter equals the largest record id.
+fn check_record_indexes(state: &dyn StateRead, records: &[(Vec<u8>, Record)]) -> Result<(), Violation> {
+    let mut largest = 0;
+    for (_, r) in records {
+        if let Record::SharedRecord(r) = r {
+            largest = largest.max(r.id.0);
+        }
+    }
+    let counter = state.record_counter().map_err(io)?.unwrap_or(0);
+    if counter != largest {
+        return fail("design §8.3 the record counter equals the largest record id", format!("{counter} != {largest}"));
+    }
+    if largest == 0 {
+        return Ok(());
+    }
+    for (k, _) in state.scan_all(&keys::record_item_id_prefix()).map_err(io)? {
+        // The index key is tag, record id, kind, id bytes: the item it names must exist.
+        let (Some(id), Some(kind)) = (k.get(2..10), k.get(10)) else {
+            return fail("design §8.3 every item index has its item", hex::encode(&k));
+        };
+        let id = kungfu_types::RecordId(u64::from_be_bytes(id.try_into().unwrap_or_default()));
+        let kind = match kind {
+            1 => ItemKind::Note,
+            2 => ItemKind::Artifact,
+            _ => ItemKind::Decision,
+        };
+        let seq = match state.index(&k).map_err(io)? {
+            Some(IndexRef::Item(seq)) => seq,
+            _ => return fail("design §8.3 every item index has its item", hex::encode(&k)),
+        };
+        if state.record_item(id, kind, seq).map_err(io)?.is_none() {
+            return fail("design §8.3 every item index has its item", hex::encode(&k));
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! the Memory lifecycle and its read and reference rules, capacity limits, and content that looks
 //! like structure or an instruction changing nothing.
 
-use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
+use kungfu_core::action::{Addressees, BodyInput, LabeledBody, PatchOp, RankGoal};
 use kungfu_core::codec::encode;
 use kungfu_core::fact::{Fact, JournaledFact};
 use kungfu_core::model::*;
@@ -238,6 +238,10 @@ fn registration_returns_id_and_fingerprint_never_the_key_or_its_hash() {
     assert_eq!(seen.len(), 2);
 }
 
+fn body_for_record() -> LabeledBody {
+    LabeledBody::Content { content: Content::from("m"), labels: Labels::new(Taint::Tainted, Scope::Fleet) }
+}
+
 /// §4 (§4.1): every action of a deactivated agent is rejected with AGENT_INACTIVE, and none records a fact.
 #[test]
 fn deactivated_agent_every_action_is_agent_inactive() {
@@ -306,6 +310,23 @@ fn deactivated_agent_every_action_is_agent_inactive() {
             output_structure: None,
             delivery_window: None,
             judgment_window: None,
+        },
+        Action::CreateRecord {
+            thread: t,
+            title: Content::from("t"),
+            state: Content::from("s"),
+            body: BodyInput::Pin(Pin { memory: m, version: Version(1) }),
+            scope: Scope::Fleet,
+            editors: Editors::Speakers,
+            message: body_for_record(),
+            ask: None,
+        },
+        Action::PatchRecord {
+            record: RecordId(1),
+            base_rev: 1,
+            ops: vec![PatchOp::ReplaceTitle(Content::from("t2"))],
+            message: body_for_record(),
+            ask: None,
         },
     ];
     // Every agent action of the protocol is covered (all kinds but registration, deactivation, expiry).

@@ -24,7 +24,7 @@
 //! bytes here only together with that version bump. Appending a variant at the end of an enum
 //! changes no existing bytes: add its case here.
 
-use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
+use kungfu_core::action::{Addressees, ArtifactInput, BodyInput, LabeledBody, PatchOp, RankGoal};
 use kungfu_core::codec;
 use kungfu_core::keys::{self, Family, Key};
 use kungfu_core::model::*;
@@ -59,6 +59,21 @@ const HASH2: SecretHash = SecretHash([0x12; 32]);
 const PIN: Pin = Pin { memory: MEM, version: V };
 /// Labels with a non-zero index in both fields, so a swapped field order shows in the bytes.
 const LABELS: Labels = Labels { taint: Taint::Quarantined, scope: Scope::Tenant };
+const REC: RecordId = RecordId(61);
+
+fn ext() -> ExternalRef {
+    ExternalRef {
+        store: "s3".into(),
+        digest: "sha256:ab".into(),
+        bytes: 9,
+        labels: LABELS,
+        deletion_certificate: Some("sha256:cd".into()),
+    }
+}
+
+fn item(s: &str) -> ItemId {
+    ItemId(s.into())
+}
 
 fn c(s: &str) -> Content {
     Content::from(s)
@@ -385,6 +400,27 @@ fn every_command_encodes_to_its_golden_bytes() {
         }) => "\
             00072515000b0202fb2c01000b02080101670202046372697401026f7301fc00a493d60001056b65792d319df8f9706d\
             1d62cd89ed5582fb6dc1ae8651321f36c9852eb1909794c0d8c153fd00401e18240a0600";
+        CreateRecord: by(AG, Action::CreateRecord {
+            thread: TH,
+            title: c("t"),
+            state: c("s"),
+            body: BodyInput::Pin(PIN),
+            scope: Scope::Tenant,
+            editors: Editors::Governors,
+            message: LabeledBody::Pin(PIN),
+            ask: Some(set(&[AG2])),
+        }) => "0007261501740173000b020201000b0201010801056b65792d31ce45576992ffe9b7e630ae023b7d4bf9783686d25f206a4fdc7e5aa93efa1ad9fd00401e18240a0600";
+        PatchRecord: by(AG, Action::PatchRecord {
+            record: REC,
+            base_rev: 2,
+            ops: vec![PatchOp::ReplaceState(c("s")), PatchOp::AppendNote {
+                note_id: item("n1"),
+                kind: NoteKind::Progress,
+                body: BodyInput::External(ext()),
+            }],
+            message: LabeledBody::Pin(PIN),
+            ask: None,
+        }) => "0007273d020201017304026e310102027333097368613235363a616209020201097368613235363a6364000b020001056b65792d31d70e77fbe68ccd33f7dcbbf81b5bd8e08926bd587f47e6292b53fecf3563d2bdfd00401e18240a0600";
     });
     assert_eq!(cases.len(), ActionKind::ALL.len(), "one command per action kind");
     check(&cases);
@@ -435,6 +471,43 @@ fn every_action_part_encodes_to_its_golden_bytes() {
         Public: Scope::Public => "03";
     }));
     check(&[Golden { name: "Labels".to_string(), value: LABELS, hex: "0202" }]);
+    // The shared record's action parts (design §5.3–§5.4).
+    check(&golden_cases!("BodyInput", BodyInput {
+        Pin: BodyInput::Pin(PIN) => "000b02";
+        Content: BodyInput::Content { content: c("b"), labels: LABELS } => "0101620202";
+        External: BodyInput::External(ext()) => "02027333097368613235363a616209020201097368613235363a6364";
+    }));
+    check(&golden_cases!("ArtifactInput", ArtifactInput {
+        Pin: ArtifactInput::Pin(PIN) => "000b02";
+        External: ArtifactInput::External(ext()) => "01027333097368613235363a616209020201097368613235363a6364";
+    }));
+    check(&golden_cases!("PatchOp", PatchOp {
+        ReplaceTitle: PatchOp::ReplaceTitle(c("t")) => "000174";
+        ReplaceState: PatchOp::ReplaceState(c("s")) => "010173";
+        ReplaceBody: PatchOp::ReplaceBody(BodyInput::Pin(PIN)) => "02000b02";
+        ReplaceDecisionState: PatchOp::ReplaceDecisionState { decision: item("d1"), state: c("s") } => "030264310173";
+        AppendNote: PatchOp::AppendNote { note_id: item("n1"), kind: NoteKind::Comment, body: BodyInput::Pin(PIN) }
+            => "04026e3100000b02";
+        AppendArtifact: PatchOp::AppendArtifact {
+            artifact_id: item("a1"),
+            reference: ArtifactInput::Pin(PIN),
+            media_type: "text/plain".into(),
+        } => "05026131000b020a746578742f706c61696e";
+        AppendDecision: PatchOp::AppendDecision { decision_id: item("d1"), state: c("s"), reason: c("r") } => "0602643101730172";
+    }));
+    check(&golden_cases!("Editors", Editors {
+        Speakers: Editors::Speakers => "00";
+        Governors: Editors::Governors => "01";
+    }));
+    check(&golden_cases!("NoteKind", NoteKind {
+        Comment: NoteKind::Comment => "00";
+        Progress: NoteKind::Progress => "01";
+    }));
+    check(&[Golden {
+        name: "ExternalRef".to_string(),
+        value: ext(),
+        hex: "027333097368613235363a616209020201097368613235363a6364",
+    }]);
 }
 
 /// The action kinds: their bincode index is in every receipt, their wire name in every receipt key.
@@ -479,6 +552,8 @@ fn every_action_kind_encodes_to_its_golden_bytes_and_name() {
         WidenScope: ActionKind::WidenScope => "23";
         Send: ActionKind::Send => "24";
         Scatter: ActionKind::Scatter => "25";
+        CreateRecord: ActionKind::CreateRecord => "26";
+        PatchRecord: ActionKind::PatchRecord => "27";
     });
     check(&cases);
     // The wire names are written into receipt keys: renaming one would orphan stored receipts.
@@ -522,6 +597,8 @@ fn every_action_kind_encodes_to_its_golden_bytes_and_name() {
         ActionKind::WidenScope => "widen_scope",
         ActionKind::Send => "send",
         ActionKind::Scatter => "scatter",
+        ActionKind::CreateRecord => "create_record",
+        ActionKind::PatchRecord => "patch_record",
     };
     for case in &cases {
         assert_eq!(case.value.as_str(), pinned(case.value), "the wire name of {:?}", case.value);
@@ -658,6 +735,31 @@ fn every_fact_encodes_to_its_golden_bytes() {
             header: E,
             ranks: vec![rank(AG2, 4, ASG), rank(AG3, 5, AssignmentId(32))],
         } => "2115030208041ffb2c010520";
+        RecordCreated: Fact::RecordCreated {
+            record: REC,
+            thread: TH,
+            entry: E,
+            creator: AG,
+            scope: Scope::Tenant,
+            editors: Editors::Speakers,
+            title: c("t"),
+            state: c("s"),
+            body: BodyRef::Pin(PIN),
+        } => "223d150307020001740173000b02";
+        RecordPatched: Fact::RecordPatched {
+            record: REC,
+            thread: TH,
+            entry: E,
+            base_rev: 1,
+            rev: 3,
+            ops: vec![AppliedOp::ReplaceTitle(c("t")), AppliedOp::AppendDecision {
+                decision_id: item("d1"),
+                state: c("s"),
+                reason: c("r"),
+            }],
+            scope: Scope::Fleet,
+            taint: Taint::Tainted,
+        } => "233d150301030200017406026431017301720101";
     }));
 }
 
@@ -678,6 +780,24 @@ fn every_fact_part_encodes_to_its_golden_bytes() {
         Memory: ObjectRef::Memory(MEM) => "010b";
         Thread: ObjectRef::Thread(TH) => "0215";
         Task: ObjectRef::Task(TASK) => "0329";
+    }));
+    check(&golden_cases!("BodyRef", BodyRef {
+        Pin: BodyRef::Pin(PIN) => "000b02";
+        External: BodyRef::External(ext()) => "01027333097368613235363a616209020201097368613235363a6364";
+    }));
+    check(&golden_cases!("AppliedOp", AppliedOp {
+        ReplaceTitle: AppliedOp::ReplaceTitle(c("t")) => "000174";
+        ReplaceState: AppliedOp::ReplaceState(c("s")) => "010173";
+        ReplaceBody: AppliedOp::ReplaceBody(BodyRef::Pin(PIN)) => "02000b02";
+        ReplaceDecisionState: AppliedOp::ReplaceDecisionState { decision: item("d1"), state: c("s") } => "030264310173";
+        AppendNote: AppliedOp::AppendNote { note_id: item("n1"), kind: NoteKind::Progress, body: BodyRef::Pin(PIN) }
+            => "04026e3101000b02";
+        AppendArtifact: AppliedOp::AppendArtifact {
+            artifact_id: item("a1"),
+            reference: BodyRef::External(ext()),
+            media_type: "text/plain".into(),
+        } => "0502613101027333097368613235363a616209020201097368613235363a63640a746578742f706c61696e";
+        AppendDecision: AppliedOp::AppendDecision { decision_id: item("d1"), state: c("s"), reason: c("r") } => "0602643101730172";
     }));
 }
 
@@ -843,6 +963,34 @@ fn every_record_encodes_to_its_golden_bytes() {
             formed_at: TS,
             ranks: vec![rank(AG2, 4, ASG), rank(AG3, 5, AssignmentId(32))],
         }) => "11150307fd00401e18240a06000208041ffb2c010520";
+        SharedRecord: Record::SharedRecord(shared_record()) => "123d1507fa0304020101000208fd00401e18240a0600";
+        RecordValue: Record::RecordValue(RecordValue {
+            record: REC,
+            field: RecordField::DecisionState(2),
+            rev: 3,
+            value: FieldValue::Text(c("s")),
+        }) => "133d030203000173";
+        RecordItem: Record::RecordItem(RecordItem {
+            record: REC,
+            seq: 1,
+            id: item("n1"),
+            author: AG2,
+            added_rev: 2,
+            added_at: TS0,
+            body: ItemBody::Note { kind: NoteKind::Comment, body: BodyRef::Pin(PIN) },
+        }) => "143d01026e310802fa0000000b02";
+        RecordRevision: Record::RecordRevision(RecordRevision {
+            record: REC,
+            rev: 2,
+            base_rev: 1,
+            entry: E,
+            actor: AG,
+            at: TS0,
+            paths: vec!["/notes".into()],
+            scope: Scope::Fleet,
+            taint: Taint::Tainted,
+        }) => "153d02010307fa01062f6e6f7465730101";
+        Counter: Record::Counter(61) => "163d";
     }));
 }
 
@@ -861,6 +1009,32 @@ fn every_coordination_record_struct_encodes_to_its_golden_bytes() {
         value: Collective { thread: TH, header: E, author: AG, formed_at: TS0, ranks: vec![rank(AG2, 4, ASG)] },
         hex: "150307fa0108041f",
     }]);
+    check(&[Golden {
+        name: "SharedRecord".to_string(),
+        value: shared_record(),
+        hex: "3d1507fa0304020101000208fd00401e18240a0600",
+    }]);
+    check(&[Golden {
+        name: "RecordCounts".to_string(),
+        value: RecordCounts { notes: 1, artifacts: 2, decisions: 3 },
+        hex: "010203",
+    }]);
+}
+
+fn shared_record() -> SharedRecord {
+    SharedRecord {
+        id: REC,
+        thread: TH,
+        creator: AG,
+        created_at: TS0,
+        entry: E,
+        rev: 4,
+        scope: Scope::Tenant,
+        editors: Editors::Governors,
+        counts: RecordCounts { notes: 1, artifacts: 0, decisions: 2 },
+        updated_by: AG2,
+        updated_at: TS,
+    }
 }
 
 /// The enums nested in records and index values, one case per variant.
@@ -963,6 +1137,29 @@ fn every_record_part_encodes_to_its_golden_bytes() {
         Thread: IndexRef::Thread(TH) => "0315";
         Assignment: IndexRef::Assignment(ASG) => "041f";
         Engagement: IndexRef::Engagement(ENG) => "0533";
+        Record: IndexRef::Record(REC) => "063d";
+        Item: IndexRef::Item(2) => "0702";
+        RecordRev: IndexRef::RecordRev { record: REC, rev: 3 } => "083d03";
+    }));
+    check(&golden_cases!("RecordField", RecordField {
+        Title: RecordField::Title => "00";
+        State: RecordField::State => "01";
+        Body: RecordField::Body => "02";
+        DecisionState: RecordField::DecisionState(2) => "0302";
+    }));
+    check(&golden_cases!("FieldValue", FieldValue {
+        Text: FieldValue::Text(c("s")) => "000173";
+        Body: FieldValue::Body(BodyRef::Pin(PIN)) => "01000b02";
+    }));
+    check(&golden_cases!("ItemBody", ItemBody {
+        Note: ItemBody::Note { kind: NoteKind::Progress, body: BodyRef::Pin(PIN) } => "0001000b02";
+        Artifact: ItemBody::Artifact { reference: BodyRef::Pin(PIN), media_type: "text/plain".into() } => "01000b020a746578742f706c61696e";
+        Decision: ItemBody::Decision { reason: c("r") } => "020172";
+    }));
+    check(&golden_cases!("ItemKind", ItemKind {
+        Note: ItemKind::Note => "00";
+        Artifact: ItemKind::Artifact => "01";
+        Decision: ItemKind::Decision => "02";
     }));
 }
 
@@ -1083,6 +1280,14 @@ fn every_receipt_encodes_to_its_golden_bytes() {
             header: E,
             ranks: vec![rank(AG2, 4, ASG), rank(AG3, 5, AssignmentId(32))],
         }) => "25fd00401e18240a060001642515030208041ffb2c010520";
+        RecordCreated: receipt(K::CreateRecord, R::RecordCreated { record: REC, thread: TH, entry: E, rev: 1 }) => "26fd00401e18240a06000164263d150301";
+        RecordPatched: receipt(K::PatchRecord, R::RecordPatched {
+            record: REC,
+            entry: E,
+            base_rev: 1,
+            rev: 3,
+            merged: true,
+        }) => "27fd00401e18240a06000164273d03010301";
     });
     check(&cases);
     // `Receipt::to_bytes` is what a replay returns: the same canonical bytes.
@@ -1134,6 +1339,14 @@ fn every_key_kind_has_its_golden_layout() {
         ),
         kv("version_labels", keys::version_labels(MEM, V), "010d000000000000000b00000002"),
         kv("collective", keys::collective(TH, E), "011200000000000000150000000000000003"),
+        kv("record_counter", keys::record_counter(), "0002"),
+        kv("shared_record", keys::shared_record(REC), "010e000000000000003d"),
+        kv("record_value", keys::record_value(REC, RecordField::Title, 3), "010f000000000000003d0100000003"),
+        kv("record_item", keys::record_item(REC, ItemKind::Artifact, 2), "0110000000000000003d0200000002"),
+        kv("record_revision", keys::record_revision(REC, 3), "0111000000000000003d00000003"),
+        kv("thread_record", keys::thread_record(TH, REC), "020e0000000000000015000000000000003d"),
+        kv("record_item_id", keys::record_item_id(REC, ItemKind::Note, "n1"), "020f000000000000003d016e31"),
+        kv("entry_record", keys::entry_record(TH, E), "021000000000000000150000000000000003"),
         kv(
             "turn",
             keys::turn(AG2, TS, ObligationId::AssignmentDelivery(ASG)),
@@ -1233,5 +1446,23 @@ fn every_key_part_has_its_golden_layout() {
             System: Principal::System => "040104000000000000000072656769737465725f6167656e74006b65792d31";
         }),
         |p| keys::receipt(*p, ActionKind::RegisterAgent, &key("key-1")),
+    );
+    // The scalar fields and item kinds of a record as keyed in its history and items.
+    check_keys(
+        &golden_cases!("record value key", RecordField {
+            Title: RecordField::Title => "010f000000000000003d0100000003";
+            State: RecordField::State => "010f000000000000003d0200000003";
+            Body: RecordField::Body => "010f000000000000003d0300000003";
+            DecisionState: RecordField::DecisionState(2) => "010f000000000000003d040000000200000003";
+        }),
+        |f| keys::record_value(REC, *f, 3),
+    );
+    check_keys(
+        &golden_cases!("record item key", ItemKind {
+            Note: ItemKind::Note => "0110000000000000003d0100000002";
+            Artifact: ItemKind::Artifact => "0110000000000000003d0200000002";
+            Decision: ItemKind::Decision => "0110000000000000003d0300000002";
+        }),
+        |k| keys::record_item(REC, *k, 2),
     );
 }

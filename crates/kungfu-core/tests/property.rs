@@ -13,10 +13,18 @@
 //! quarantined or below-fleet labeled content and no public Memory's current version is labeled
 //! below public; every collective's ranks strictly increase by member and never change.
 //!
+//! The shared record (COORDINATION §5, §11.2 item 3) adds `CreateRecord` and `PatchRecord` with
+//! random ops, random base revs (stale ones included) and ids drawn from a small pool (so
+//! duplicates happen), and after every step, for every record: folding its accepted writes (the
+//! `RecordCreated` and `RecordPatched` facts) in log order gives its current view and its view at
+//! a past rev; so no accepted append is ever missing later; and no replace was accepted on a stale
+//! base.
+//!
 //! The run prints its seed. Reproduce a failure with `KUNGFU_PROP_SEED=<seed>`; change the number
 //! of sequences with `KUNGFU_PROP_CASES` (default 1000).
 
-use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
+use kungfu_core::action::{Addressees, ArtifactInput, BodyInput, LabeledBody, PatchOp, RankGoal};
+use kungfu_core::coord::read::{BodyView, record_at};
 use kungfu_core::model::*;
 use kungfu_core::testkit::World;
 use kungfu_core::*;
@@ -67,6 +75,11 @@ enum Op {
     Send { thread: u8, who: u8, to: u8, agents: Vec<u8>, labels: Option<(u8, u8)>, reply: Option<u8> },
     // One goal per picked member, mostly distinct speakers of the thread.
     Scatter { thread: u8, who: u8, members: Vec<u8> },
+    // A record in a picked thread, mostly by a speaker, mostly at a scope it may have.
+    CreateRecord { thread: u8, who: u8, scope: u8, governors: bool },
+    // A patch of a picked record: each op is (kind, argument); the base lags the record's rev by
+    // `base_lag % 3` (stale bases), or is 0 now and then (refused).
+    PatchRecord { record: u8, who: u8, base_lag: u8, ops: Vec<(u8, u8)> },
     Deactivate { who: u8 },
     Advance { secs: u16 },
     FireTimers,
@@ -102,6 +115,10 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(thread, who, to, agents, labels, reply)| Op::Send { thread, who, to, agents, labels, reply }),
         2 => (u(), u(), proptest::collection::vec(u(), 1..4))
             .prop_map(|(thread, who, members)| Op::Scatter { thread, who, members }),
+        4 => (u(), u(), u(), any::<bool>())
+            .prop_map(|(thread, who, scope, governors)| Op::CreateRecord { thread, who, scope, governors }),
+        16 => (u(), u(), u(), proptest::collection::vec((u(), u()), 1..4))
+            .prop_map(|(record, who, base_lag, ops)| Op::PatchRecord { record, who, base_lag, ops }),
         1 => u().prop_map(|who| Op::Deactivate { who }),
         5 => (1u16..120).prop_map(|secs| Op::Advance { secs }),
         3 => Just(Op::FireTimers),
@@ -122,10 +139,58 @@ struct Model {
     labeled: Vec<Pin>,
     /// The ranks of every collective seen, by (thread, header): a collective never changes.
     collectives: BTreeMap<(ThreadId, EntrySeq), Vec<ScatterRank>>,
+    /// Every record created, and each one's accepted writes folded in log order (rev 1 first).
+    records: Vec<RecordId>,
+    folded: BTreeMap<RecordId, Vec<Folded>>,
     /// The bearer secret of each thread's most recent grant.
     grants: BTreeMap<ThreadId, String>,
     /// Successful requests: (command, receipt bytes).
     done: Vec<(Command, Vec<u8>)>,
+}
+
+/// A record as its accepted writes make it: what the view at that rev must show.
+#[derive(Clone, Debug, PartialEq)]
+struct Folded {
+    title: Content,
+    state: Content,
+    body: BodyRef,
+    notes: Vec<ItemId>,
+    artifacts: Vec<ItemId>,
+    decisions: Vec<(ItemId, Content)>,
+}
+
+impl Folded {
+    /// The same projection of a view (audience agent: every item shown).
+    fn of(v: &kungfu_core::coord::read::RecordView) -> Folded {
+        Folded {
+            title: v.title.clone(),
+            state: v.state.clone(),
+            body: match &v.body {
+                BodyView::Shown { reference, .. } => reference.clone(),
+                BodyView::Redacted { .. } => panic!("an agent audience sees every body"),
+            },
+            notes: v.notes.iter().map(|n| n.id.clone()).collect(),
+            artifacts: v.artifacts.iter().map(|a| a.id.clone()).collect(),
+            decisions: v.decisions.iter().map(|d| (d.id.clone(), d.state.clone())).collect(),
+        }
+    }
+
+    fn apply(&mut self, op: &AppliedOp) {
+        match op {
+            AppliedOp::ReplaceTitle(c) => self.title = c.clone(),
+            AppliedOp::ReplaceState(c) => self.state = c.clone(),
+            AppliedOp::ReplaceBody(b) => self.body = b.clone(),
+            AppliedOp::ReplaceDecisionState { decision, state } => {
+                let d = self.decisions.iter_mut().find(|(id, _)| id == decision);
+                d.expect("an accepted decision replace names a decision").1 = state.clone();
+            }
+            AppliedOp::AppendNote { note_id, .. } => self.notes.push(note_id.clone()),
+            AppliedOp::AppendArtifact { artifact_id, .. } => self.artifacts.push(artifact_id.clone()),
+            AppliedOp::AppendDecision { decision_id, state, .. } => {
+                self.decisions.push((decision_id.clone(), state.clone()))
+            }
+        }
+    }
 }
 
 fn pick<T: Copy>(v: &[T], i: u8) -> Option<T> {
@@ -229,8 +294,47 @@ impl Driver {
 
     fn record(&mut self, cmd: Command, applied: &Applied) {
         for f in &applied.facts {
-            if let Fact::DeadlinePassed { result, .. } = &f.fact {
-                count(format!("deadline {result:?}"));
+            match &f.fact {
+                Fact::DeadlinePassed { result, .. } => count(format!("deadline {result:?}")),
+                // COORDINATION §11.2 item 3: fold every accepted write in log order.
+                Fact::RecordCreated { record, title, state, body, .. } => {
+                    let first = Folded {
+                        title: title.clone(),
+                        state: state.clone(),
+                        body: body.clone(),
+                        notes: vec![],
+                        artifacts: vec![],
+                        decisions: vec![],
+                    };
+                    assert!(self.m.folded.insert(*record, vec![first]).is_none(), "{record} created twice");
+                }
+                Fact::RecordPatched { record, base_rev, rev, ops, .. } => {
+                    let revs = self.m.folded.get_mut(record).expect("a patched record was created");
+                    let previous = revs.len() as u32;
+                    assert_eq!(*rev, previous + 1, "{record}: a patch skipped a rev");
+                    assert!(*base_rev >= 1 && *base_rev <= previous, "{record}: base {base_rev} of rev {previous}");
+                    let replaces = ops.iter().any(|op| {
+                        !matches!(
+                            op,
+                            AppliedOp::AppendNote { .. }
+                                | AppliedOp::AppendArtifact { .. }
+                                | AppliedOp::AppendDecision { .. }
+                        )
+                    });
+                    assert!(
+                        !replaces || *base_rev == previous,
+                        "{record}: a replace was accepted on the stale base {base_rev} (rev {previous})"
+                    );
+                    if *base_rev < previous {
+                        count("merged patch_record".to_string());
+                    }
+                    let mut next = revs.last().expect("rev 1").clone();
+                    for op in ops {
+                        next.apply(op);
+                    }
+                    revs.push(next);
+                }
+                _ => {}
             }
         }
         let receipt = match &applied.outcome {
@@ -252,6 +356,7 @@ impl Driver {
             }
             MemoryCreated { memory, .. } => self.m.memories.push(*memory),
             AgentRegistered { agent, .. } => self.m.agents.push(*agent),
+            RecordCreated { record, .. } => self.m.records.push(*record),
             _ => {}
         }
         // Every Memory and labeled version an action made, so later steps can pin and widen them.
@@ -728,6 +833,95 @@ impl Driver {
                 };
                 self.run(a, action);
             }
+            Op::CreateRecord { thread, who, scope, governors } => {
+                let Some(t) = pick(&m.threads, thread) else {
+                    return;
+                };
+                let speaker = self.member_with_role(t, |m| m.role.may_speak(), who);
+                let Some(a) = self.who(who, speaker) else {
+                    return;
+                };
+                // Mostly a scope a record may have (agent is refused).
+                let scope = if scope % 10 == 0 { Scope::Agent } else { Scope::ALL[1 + scope as usize % 3] };
+                let fleet = Labels::new(Taint::Tainted, Scope::Fleet);
+                let action = Action::CreateRecord {
+                    thread: t,
+                    title: Content::from("title"),
+                    state: Content::from("working"),
+                    body: BodyInput::Content { content: Content::from("body"), labels: fleet },
+                    scope,
+                    editors: if governors && who % 3 == 0 { Editors::Governors } else { Editors::Speakers },
+                    message: LabeledBody::Content { content: Content::from("record"), labels: fleet },
+                    ask: None,
+                };
+                self.run(a, action);
+            }
+            Op::PatchRecord { record, who, base_lag, ops } => {
+                let Some(rid) = pick(&m.records, record) else {
+                    return;
+                };
+                let Some(r) = self.w.state.shared_record(rid).ok().flatten() else {
+                    return;
+                };
+                let speaker = self.member_with_role(r.thread, |m| m.role.may_speak(), who);
+                let Some(a) = self.who(who, speaker) else {
+                    return;
+                };
+                let base_rev = if base_lag % 17 == 0 { 0 } else { r.rev - (base_lag as u32 % 3).min(r.rev - 1) };
+                let fleet = Labels::new(Taint::Tainted, Scope::Fleet);
+                let ops: Vec<PatchOp> = ops
+                    .iter()
+                    .map(|(kind, arg)| {
+                        let text = Content::from(format!("v{arg}"));
+                        // Mostly fleet items; now and then agent-scoped, tenant or quarantined ones.
+                        let labels = match arg % 29 {
+                            0 => Labels::new(Taint::Tainted, Scope::Agent),
+                            1 => Labels::new(Taint::Tainted, Scope::Tenant),
+                            2 => Labels::new(Taint::Quarantined, Scope::Fleet),
+                            _ => fleet,
+                        };
+                        let inline = BodyInput::Content { content: Content::from("item"), labels };
+                        let external = ExternalRef {
+                            store: "s3".into(),
+                            digest: "sha256:abc".into(),
+                            bytes: 3,
+                            labels,
+                            deletion_certificate: (arg % 7 != 0).then(|| "sha256:cert".into()),
+                        };
+                        // Now and then appends only: on a stale base they merge.
+                        let kind = if base_lag % 4 == 1 { 4 + kind % 4 } else { kind % 8 };
+                        match kind {
+                            0 => PatchOp::ReplaceTitle(text),
+                            1 => PatchOp::ReplaceState(text),
+                            2 => {
+                                PatchOp::ReplaceBody(if arg % 2 == 0 { inline } else { BodyInput::External(external) })
+                            }
+                            3 => {
+                                PatchOp::ReplaceDecisionState { decision: ItemId(format!("d{}", arg % 4)), state: text }
+                            }
+                            4 | 5 => PatchOp::AppendNote {
+                                note_id: ItemId(format!("n{}", arg % 4)),
+                                kind: NoteKind::Comment,
+                                body: inline,
+                            },
+                            6 => PatchOp::AppendArtifact {
+                                artifact_id: ItemId(format!("a{}", arg % 4)),
+                                reference: ArtifactInput::External(external),
+                                media_type: "text/plain".into(),
+                            },
+                            _ => PatchOp::AppendDecision {
+                                decision_id: ItemId(format!("d{}", arg % 4)),
+                                state: text,
+                                reason: Content::from("why"),
+                            },
+                        }
+                    })
+                    .collect();
+                // Now and then an empty patch (refused).
+                let ops = if base_lag % 19 == 1 { Vec::new() } else { ops };
+                let message = LabeledBody::Content { content: Content::from("patch"), labels: fleet };
+                self.run(a, Action::PatchRecord { record: rid, base_rev, ops, message, ask: None });
+            }
             Op::Deactivate { who } => {
                 // Rare, and never the last active agents, so sequences keep going.
                 let active = m
@@ -872,6 +1066,25 @@ fn check_coordination(d: &mut Driver, step: usize, op: &Op) {
         assert_eq!(now.get(k), Some(ranks), "collective {k:?} changed at step {step} ({op:?})");
     }
     d.m.collectives = now;
+    // 3. Every record is the fold of its accepted writes, now and at a past rev.
+    for (rid, revs) in &d.m.folded {
+        let r = state.shared_record(*rid).ok().flatten().expect("a created record exists");
+        assert_eq!(
+            r.rev as usize,
+            revs.len(),
+            "{rid}: rev {} after {} accepted writes at step {step}",
+            r.rev,
+            revs.len()
+        );
+        for rev in [r.rev, 1 + step as u32 % r.rev] {
+            let view = record_at(state, &r, rev, Scope::Agent).expect("the record reads");
+            assert_eq!(
+                Folded::of(&view),
+                revs[rev as usize - 1],
+                "{rid} at rev {rev} is not the fold of its writes at step {step} ({op:?})"
+            );
+        }
+    }
 }
 
 fn run_sequence(ops: &[Op]) {
@@ -940,7 +1153,7 @@ fn random_action_sequences_keep_every_invariant() {
         assert!(cases < 500 || stats.contains_key(d), "no {d} in {cases} sequences");
     }
     // ...and the coordination layer's own refusals (the floor and a stale correction).
-    for r in ["rejected TRUST_VIOLATION", "rejected STALE_BASE"] {
+    for r in ["rejected TRUST_VIOLATION", "rejected STALE_BASE", "rejected DUPLICATE_ID", "merged patch_record"] {
         assert!(cases < 500 || stats.contains_key(r), "no {r} in {cases} sequences");
     }
 }

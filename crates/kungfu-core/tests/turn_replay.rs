@@ -625,7 +625,7 @@ fn working_set_of_thread_gives_identity_state_and_role() {
         let set = ws(&w, agent, ObjectRef::Thread(t));
         assert_eq!(set.object, ObjectRef::Thread(t));
         assert_eq!(set.role, Some(role));
-        let ObjectSummary::Thread { id, open, members, last_entry, open_assignments, grant } = set.summary else {
+        let ObjectSummary::Thread { id, open, members, last_entry, open_assignments, grant, .. } = set.summary else {
             panic!("not a thread summary")
         };
         assert_eq!(id, t);

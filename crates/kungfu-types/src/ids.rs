@@ -54,6 +54,9 @@ id_type!(
 id_type!(
     /// An engagement of one agent with one Task (§7.3).
     EngagementId, "eng");
+id_type!(
+    /// A shared record inside a thread (coordination design §5.2).
+    RecordId, "rec");
 
 /// The sequence number of an entry within its thread (§6.3), starting at 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -13,15 +13,19 @@
 pub mod content;
 pub mod ids;
 pub mod labels;
+pub mod record;
 pub mod rejection;
 pub mod request;
 pub mod role;
 pub mod time;
 
 pub use content::Content;
-pub use ids::{AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, TaskId, ThreadId, Version};
+pub use ids::{
+    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, RecordId, TaskId, ThreadId, Version,
+};
 pub use labels::{Labels, Scope, Taint};
-pub use rejection::{Code, FakReason, NextStep, Rejection};
+pub use record::{ConflictValue, ExternalRef, RecordConflict};
+pub use rejection::{Code, FakReason, NextStep, Rejection, RejectionDetail, SharedReason};
 pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash};
 pub use role::Role;
 pub use time::{Micros, Timestamp};

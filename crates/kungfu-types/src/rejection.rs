@@ -260,6 +260,60 @@ pub struct Rejection {
     /// A fak reason set at the site, overriding the code's own ([`Code::fak_reason`]); read it
     /// through [`Rejection::fak_reason`].
     pub fak: Option<FakReason>,
+    /// Design §2.8: the `sharedtask` reason of a record refusal, for a fak adapter. Decided by the
+    /// core but never persisted: serde skips it, so the bytes of a replicated rejection are
+    /// unchanged (design R4); the API writes it into `ErrorInfo.metadata`.
+    #[serde(skip)]
+    pub fak_shared: Option<SharedReason>,
+    /// Design §5.6: the typed detail of a refusal (the three-way conflict of a stale record edit).
+    /// Skipped by serde for the same reason as `fak_shared`.
+    #[serde(skip)]
+    pub detail: Option<Box<RejectionDetail>>,
+}
+
+/// A typed detail carried by a rejection beside its message (design §2.8).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RejectionDetail {
+    /// A stale scalar edit of a shared record (design §5.6).
+    RecordConflict(crate::record::RecordConflict),
+}
+
+macro_rules! shared_reasons {
+    ($($variant:ident => $text:literal,)*) => {
+        /// fak's `sharedtask` refusal strings (design §2.8), carried beside the Kungfu code of a
+        /// record refusal as `fak_shared_reason`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum SharedReason {
+            $($variant,)*
+        }
+
+        impl SharedReason {
+            pub const ALL: &'static [SharedReason] = &[$(SharedReason::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(SharedReason::$variant => $text,)* }
+            }
+
+            pub fn parse(s: &str) -> Option<SharedReason> {
+                match s { $($text => Some(SharedReason::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+shared_reasons! {
+    ApprovalRequired => "APPROVAL_REQUIRED",
+    ScopeWidenForbidden => "SCOPE_WIDEN_FORBIDDEN",
+    BodyQuarantined => "BODY_QUARANTINED",
+    ArtifactQuarantined => "ARTIFACT_QUARANTINED",
+    BodyWitnessMissing => "BODY_WITNESS_MISSING",
+    ArtifactWitnessMissing => "ARTIFACT_WITNESS_MISSING",
+    UnsupportedPatch => "UNSUPPORTED_PATCH",
+    StaleBase => "STALE_BASE",
+    MissingDecision => "MISSING_DECISION",
+    DuplicateNote => "DUPLICATE_NOTE",
+    DuplicateDecision => "DUPLICATE_DECISION",
+    DuplicateArtifact => "DUPLICATE_ARTIFACT",
 }
 
 impl Rejection {
@@ -273,6 +327,8 @@ impl Rejection {
             definite: code != Code::Unavailable,
             leader: None,
             fak: None,
+            fak_shared: None,
+            detail: None,
         }
     }
 
@@ -305,6 +361,18 @@ impl Rejection {
         self
     }
 
+    /// Sets the `sharedtask` reason of a record refusal (design §2.8).
+    pub fn with_fak_shared(mut self, reason: SharedReason) -> Rejection {
+        self.fak_shared = Some(reason);
+        self
+    }
+
+    /// Attaches a typed detail (design §5.6).
+    pub fn with_detail(mut self, detail: RejectionDetail) -> Rejection {
+        self.detail = Some(Box::new(detail));
+        self
+    }
+
     /// The fak reason this refusal carries: the site's, else the code's.
     pub fn fak_reason(&self) -> Option<FakReason> {
         self.fak.or_else(|| self.code.fak_reason())
@@ -328,6 +396,16 @@ impl std::error::Error for Rejection {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_reasons_round_trip_and_are_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in SharedReason::ALL {
+            assert_eq!(SharedReason::parse(r.as_str()), Some(*r));
+            assert!(seen.insert(r.as_str()), "duplicate string {}", r.as_str());
+        }
+        assert_eq!(SharedReason::ALL.len(), 12);
+    }
 
     #[test]
     fn codes_round_trip_and_are_unique() {

@@ -13,13 +13,15 @@ pub enum Context {
     TaskInput,
     /// The current version of a public Memory: read by every agent.
     Published,
+    /// A body, note or artifact of a shared record of this scope (design §5.5).
+    RecordItem { record_scope: Scope },
 }
 
 impl Context {
     /// The narrowest scope content may carry on this path (design §2.1 table).
     pub fn required(self) -> Scope {
         match self {
-            Context::ThreadEntry => Scope::Fleet,
+            Context::ThreadEntry | Context::RecordItem { .. } => Scope::Fleet,
             Context::TaskInput => Scope::Tenant,
             Context::Published => Scope::Public,
         }
@@ -32,6 +34,7 @@ impl fmt::Display for Context {
             Context::ThreadEntry => "a thread entry",
             Context::TaskInput => "a Task input",
             Context::Published => "a public Memory",
+            Context::RecordItem { .. } => "an item of a shared record",
         })
     }
 }
@@ -59,6 +62,17 @@ pub fn floor(labels: Labels, context: Context) -> Result<(), Rejection> {
              in your own Memory",
             labels.scope
         )));
+    }
+    // Design §2.3 step 3: an item never declares a wider scope than its record.
+    if let Context::RecordItem { record_scope } = context
+        && labels.scope > record_scope
+    {
+        return Err(trust_violation(format!(
+            "is {}-scoped, wider than its {record_scope}-scoped record; an item may not declare a wider scope \
+                 than its record",
+            labels.scope
+        ))
+        .with_fak_shared(kungfu_types::SharedReason::ScopeWidenForbidden));
     }
     Ok(())
 }

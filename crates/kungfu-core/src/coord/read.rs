@@ -1,5 +1,6 @@
-//! Reads of the coordination layer (design §3.5, §4.5, §4.7): the mailbox after a cursor, a
-//! collective's ranks (gather) and a barrier's arrivals. Like every read (§9) each is a pure
+//! Reads of the coordination layer (design §3.5, §4.5, §4.7, §5.7–§5.8): the mailbox after a
+//! cursor, a collective's ranks (gather), a barrier's arrivals, and a shared record at any rev for
+//! an audience with its events. Like every read (§9) each is a pure
 //! function of one state, for current members only (anything else is NOT_FOUND, §12), and bounded.
 //! Receiving consumes nothing: "no receipt of reading exists" (§6.3), so the cursor is the
 //! client's.
@@ -9,7 +10,10 @@ use crate::limits::{CoordLimits, Limits};
 use crate::model::*;
 use crate::read::{ReadError, ReadResult, current_membership, pinned_content};
 use crate::state::{Record, StateError, StateExt, StateRead};
-use kungfu_types::{AgentId, Content, EntrySeq, Labels, Rejection, Taint, ThreadId, Timestamp};
+use kungfu_types::{
+    AgentId, Code, Content, EntrySeq, ExternalRef, FakReason, Labels, RecordId, Rejection, Scope, Taint, ThreadId,
+    Timestamp,
+};
 use serde::{Deserialize, Serialize};
 
 /// The labels of an entry's pinned version, whether it is held (quarantined: content withheld,
@@ -316,4 +320,368 @@ pub fn barrier(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: Ent
         BarrierState::Released
     };
     Ok(BarrierView { thread, entry: seq, author: entry.author, ranks, state, pending, absent })
+}
+
+// --- Design §5.7 The shared record, by audience ---------------------------------------------------
+
+/// A record's body as a view shows it: the reference and its labels, or only its labels when the
+/// body is narrower than the view's audience.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyView {
+    Shown { reference: BodyRef, labels: Labels },
+    Redacted { labels: Labels },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoteView {
+    pub id: ItemId,
+    pub seq: u32,
+    pub kind: NoteKind,
+    pub body: BodyRef,
+    pub labels: Labels,
+    pub author: AgentId,
+    pub added_rev: u32,
+    pub added_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactView {
+    pub id: ItemId,
+    pub seq: u32,
+    pub reference: BodyRef,
+    pub media_type: String,
+    pub labels: Labels,
+    pub author: AgentId,
+    pub added_rev: u32,
+    pub added_at: Timestamp,
+}
+
+/// A decision with its state at the view's rev. Decisions are carried at the record's scope.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub id: ItemId,
+    pub seq: u32,
+    pub state: Content,
+    pub reason: Content,
+    pub author: AgentId,
+    pub added_rev: u32,
+    pub added_at: Timestamp,
+}
+
+/// Design §5.7: a record as it was at `rev`, for `audience`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordView {
+    pub id: RecordId,
+    pub thread: ThreadId,
+    pub creator: AgentId,
+    pub created_at: Timestamp,
+    pub entry: EntrySeq,
+    pub scope: Scope,
+    pub editors: Editors,
+    /// The rev this view shows.
+    pub rev: u32,
+    /// The record's latest rev.
+    pub current_rev: u32,
+    pub audience: Scope,
+    pub title: Content,
+    pub state: Content,
+    pub body: BodyView,
+    pub notes: Vec<NoteView>,
+    pub artifacts: Vec<ArtifactView>,
+    pub decisions: Vec<DecisionView>,
+    /// Notes and artifacts narrower than the audience, removed and counted.
+    pub redacted_notes: u32,
+    pub redacted_artifacts: u32,
+}
+
+/// The labels a stored reference carries (fail closed for an unlabeled pin, which the floor never
+/// admits).
+fn ref_labels(state: &dyn StateRead, r: &BodyRef) -> Result<Labels, StateError> {
+    Ok(match r {
+        BodyRef::Pin(p) => state.labels(*p)?.unwrap_or(Labels::FAIL_CLOSED),
+        BodyRef::External(e) => e.labels,
+    })
+}
+
+/// The record, for a current member of its thread (NOT_FOUND otherwise, one answer for both, §12).
+fn readable_record(state: &dyn StateRead, agent: AgentId, id: RecordId) -> ReadResult<SharedRecord> {
+    let not_found = || ReadError::Rejected(Rejection::not_found("record"));
+    let r = state.shared_record(id)?.ok_or_else(not_found)?;
+    current_membership(state, r.thread, agent).map_err(|_| not_found())?;
+    Ok(r)
+}
+
+/// Design §5.7: the audience is whom the view is for, not an access control; it may not be wider
+/// than the record may reach.
+fn check_audience(r: &SharedRecord, audience: Scope) -> ReadResult<()> {
+    if audience > r.scope {
+        return Err(ReadError::Rejected(
+            Rejection::field(
+                Code::TrustViolation,
+                "audience",
+                format!("this {}-scoped record may not reach a {audience} audience", r.scope),
+            )
+            .with_fak(FakReason::TrustViolation),
+        ));
+    }
+    Ok(())
+}
+
+/// Design §5.7 (`RecordService.Get`): the record at `at_rev` (None = now) as shown to `audience`.
+/// The body, each note and each artifact are shown iff their scope is at least the audience (the
+/// RFC's rule, the opposite of fak's code, design §12 item 17).
+pub fn record(
+    state: &dyn StateRead,
+    agent: AgentId,
+    id: RecordId,
+    at_rev: Option<u32>,
+    audience: Scope,
+) -> ReadResult<RecordView> {
+    let r = readable_record(state, agent, id)?;
+    check_audience(&r, audience)?;
+    let rev = match at_rev {
+        None => r.rev,
+        Some(rev) if (1..=r.rev).contains(&rev) => rev,
+        Some(_) => {
+            return Err(ReadError::Rejected(Rejection::field(
+                Code::InvalidArgument,
+                "at_rev",
+                format!("must name a rev of the record, 1 to {}", r.rev),
+            )));
+        }
+    };
+    Ok(record_at(state, &r, rev, audience)?)
+}
+
+/// The view of a record at `rev` for `audience`, with **no access check**: for [`record`] and for
+/// invariant checks (validate, property tests). One `scan_rev` per scalar and one bounded scan per
+/// item kind (design §8.2).
+pub fn record_at(state: &dyn StateRead, r: &SharedRecord, rev: u32, audience: Scope) -> Result<RecordView, StateError> {
+    let key = keys::shared_record(r.id);
+    let text = |field: RecordField| -> Result<Content, StateError> {
+        match state.record_value_at(r.id, field, rev)? {
+            Some(FieldValue::Text(c)) => Ok(c),
+            _ => Err(StateError::corrupt(&key, format!("no text value of {field:?} at rev {rev}"))),
+        }
+    };
+    let title = text(RecordField::Title)?;
+    let record_state = text(RecordField::State)?;
+    let body = match state.record_value_at(r.id, RecordField::Body, rev)? {
+        Some(FieldValue::Body(b)) => {
+            let labels = ref_labels(state, &b)?;
+            if labels.scope >= audience {
+                BodyView::Shown { reference: b, labels }
+            } else {
+                BodyView::Redacted { labels }
+            }
+        }
+        _ => return Err(StateError::corrupt(&key, format!("no body at rev {rev}"))),
+    };
+    let mut view = RecordView {
+        id: r.id,
+        thread: r.thread,
+        creator: r.creator,
+        created_at: r.created_at,
+        entry: r.entry,
+        scope: r.scope,
+        editors: r.editors,
+        rev,
+        current_rev: r.rev,
+        audience,
+        title,
+        state: record_state,
+        body,
+        notes: Vec::new(),
+        artifacts: Vec::new(),
+        decisions: Vec::new(),
+        redacted_notes: 0,
+        redacted_artifacts: 0,
+    };
+    let bound = CoordLimits::DEFAULT.max_record_items as usize;
+    for kind in ItemKind::ALL {
+        for (k, rec) in state.scan(&keys::record_items_of(r.id, kind), None, bound)? {
+            let Record::RecordItem(item) = rec else {
+                return Err(StateError::corrupt(&k, "expected a record item"));
+            };
+            // Items are in append order, so their revs never decrease.
+            if item.added_rev > rev {
+                break;
+            }
+            match item.body {
+                ItemBody::Note { kind, body } => {
+                    let labels = ref_labels(state, &body)?;
+                    if labels.scope >= audience {
+                        view.notes.push(NoteView {
+                            id: item.id,
+                            seq: item.seq,
+                            kind,
+                            body,
+                            labels,
+                            author: item.author,
+                            added_rev: item.added_rev,
+                            added_at: item.added_at,
+                        });
+                    } else {
+                        view.redacted_notes += 1;
+                    }
+                }
+                ItemBody::Artifact { reference, media_type } => {
+                    let labels = ref_labels(state, &reference)?;
+                    if labels.scope >= audience {
+                        view.artifacts.push(ArtifactView {
+                            id: item.id,
+                            seq: item.seq,
+                            reference,
+                            media_type,
+                            labels,
+                            author: item.author,
+                            added_rev: item.added_rev,
+                            added_at: item.added_at,
+                        });
+                    } else {
+                        view.redacted_artifacts += 1;
+                    }
+                }
+                ItemBody::Decision { reason } => {
+                    let state = text(RecordField::DecisionState(item.seq))?;
+                    view.decisions.push(DecisionView {
+                        id: item.id,
+                        seq: item.seq,
+                        state,
+                        reason,
+                        author: item.author,
+                        added_rev: item.added_rev,
+                        added_at: item.added_at,
+                    });
+                }
+            }
+        }
+    }
+    Ok(view)
+}
+
+// --- Design §5.8 Events ---------------------------------------------------------------------------
+
+/// One accepted write as an audience sees it: its summary, or only its rev when the event carries
+/// a value narrower than the audience.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RecordEvent {
+    Shown(RecordRevision),
+    Redacted { rev: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordEvents {
+    pub events: Vec<RecordEvent>,
+    /// Where the next read starts (the last rev listed, or `after_rev` when none was).
+    pub next_after_rev: u32,
+    pub redacted: u32,
+}
+
+/// Design §5.8 (`RecordService.GetEvents`): the accepted writes after `after_rev`, in rev order, at
+/// most a page. A plain read of history: catch-up never depends on live notifications.
+pub fn record_events(
+    state: &dyn StateRead,
+    agent: AgentId,
+    id: RecordId,
+    after_rev: u32,
+    audience: Scope,
+    limits: &Limits,
+    page_size: usize,
+) -> ReadResult<RecordEvents> {
+    let r = readable_record(state, agent, id)?;
+    check_audience(&r, audience)?;
+    let page = limits.page_size(page_size);
+    let after = keys::record_revision(id, after_rev);
+    let mut out = RecordEvents { events: Vec::new(), next_after_rev: after_rev, redacted: 0 };
+    for (k, rec) in state.scan(&keys::record_revisions_of(id), Some(&after), page)? {
+        let Record::RecordRevision(e) = rec else {
+            return Err(StateError::corrupt(&k, "expected a record revision").into());
+        };
+        out.next_after_rev = e.rev;
+        if e.scope >= audience {
+            out.events.push(RecordEvent::Shown(e));
+        } else {
+            out.redacted += 1;
+            out.events.push(RecordEvent::Redacted { rev: e.rev });
+        }
+    }
+    Ok(out)
+}
+
+// --- Design §5.7 Bodies on demand -----------------------------------------------------------------
+
+/// Which body of a record `record_body` reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyItem {
+    Body,
+    Note(ItemId),
+    Artifact(ItemId),
+}
+
+/// A body read on demand: a pinned version (its content while the pin rules let the reader read
+/// it, the item's author being the context author as for an entry's pin, §5), or the external
+/// reference itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RecordBody {
+    Pin { pin: Pin, labels: Option<Labels>, content: Option<Content> },
+    External(ExternalRef),
+}
+
+/// Design §5.7 (`RecordService.GetBody`): the record's body, or a note's or an artifact's, at
+/// `at_rev` (None = now), for a current member of the record's thread.
+pub fn record_body(
+    state: &dyn StateRead,
+    agent: AgentId,
+    id: RecordId,
+    item: &BodyItem,
+    at_rev: Option<u32>,
+) -> ReadResult<RecordBody> {
+    let r = readable_record(state, agent, id)?;
+    let rev = at_rev.unwrap_or(r.rev);
+    if !(1..=r.rev).contains(&rev) {
+        return Err(ReadError::Rejected(Rejection::field(
+            Code::InvalidArgument,
+            "at_rev",
+            format!("must name a rev of the record, 1 to {}", r.rev),
+        )));
+    }
+    let no_item =
+        || ReadError::Rejected(Rejection::field(Code::NotFound, "item", "the record has no such item at that rev"));
+    let (reference, author) = match item {
+        BodyItem::Body => {
+            // The body's writer: the actor of the rev that set the value in force at `rev`.
+            let prefix = keys::record_values_of(id, RecordField::Body);
+            let before = keys::record_value(id, RecordField::Body, rev.saturating_add(1));
+            let Some((key, Record::RecordValue(v))) = state.scan_rev(&prefix, Some(&before), 1)?.pop() else {
+                return Err(StateError::corrupt(&keys::shared_record(id), "a record without a body").into());
+            };
+            let FieldValue::Body(b) = v.value else {
+                return Err(StateError::corrupt(&key, "a body that is not a reference").into());
+            };
+            let writer = state
+                .record_revision(id, v.rev)?
+                .ok_or_else(|| StateError::corrupt(&key, "a body value without its revision"))?;
+            (b, writer.actor)
+        }
+        BodyItem::Note(item_id) | BodyItem::Artifact(item_id) => {
+            let kind = if matches!(item, BodyItem::Note(_)) { ItemKind::Note } else { ItemKind::Artifact };
+            let seq = state.record_item_seq(id, kind, &item_id.0)?.ok_or_else(no_item)?;
+            let it = state.record_item(id, kind, seq)?.ok_or_else(no_item)?;
+            if it.added_rev > rev {
+                return Err(no_item());
+            }
+            let reference = it.body.reference().cloned().ok_or_else(no_item)?;
+            (reference, it.author)
+        }
+    };
+    Ok(match reference {
+        BodyRef::External(e) => RecordBody::External(e),
+        BodyRef::Pin(pin) => {
+            let content = pinned_content(state, author, pin)?;
+            // Labels only with readable content, so an unreadable pin never reveals them (§12).
+            let labels = if content.is_some() { state.labels(pin)? } else { None };
+            RecordBody::Pin { pin, labels, content }
+        }
+    })
 }

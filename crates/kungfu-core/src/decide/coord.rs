@@ -25,11 +25,12 @@ pub(super) fn floor_at(_cx: &Cx<'_>, field: &str, labels: Labels, context: Conte
     floor::floor(labels, context).map_err(|r| {
         let mut named = Rejection::field(r.code, field, r.message);
         named.fak = r.fak;
+        named.fak_shared = r.fak_shared;
         Fail::Reject(named)
     })
 }
 
-const LIMITS: CoordLimits = CoordLimits::DEFAULT;
+pub(super) const LIMITS: CoordLimits = CoordLimits::DEFAULT;
 
 // --- Design §2.5 Labeled writes -------------------------------------------------------------------
 
@@ -115,7 +116,7 @@ pub(super) fn widen_scope(cx: &mut Cx<'_>, me: AgentId, pin: Pin, scope: Scope) 
 // --- Bodies ---------------------------------------------------------------------------------------
 
 /// A body resolved and checked, not yet written: its labels passed the floor for a thread entry.
-enum Resolved {
+pub(super) enum Resolved {
     Pin(Pin),
     Content(Content, Labels),
 }
@@ -123,7 +124,7 @@ enum Resolved {
 /// Design §3.3 steps 2–3: the body's labels (a pin's own, unlabeled = fail closed; new content's
 /// given ones) against the floor for a thread entry. The pin rule runs first, so an unreadable pin
 /// answers NOT_FOUND and never reveals its labels (design §2.4).
-fn resolve_body(cx: &Cx<'_>, me: AgentId, field: &str, body: &LabeledBody) -> Res<Resolved> {
+pub(super) fn resolve_body(cx: &Cx<'_>, me: AgentId, field: &str, body: &LabeledBody) -> Res<Resolved> {
     match body {
         LabeledBody::Pin(pin) => {
             cx.referable_pin(&format!("{field}.pin"), *pin, me)?;
@@ -153,7 +154,7 @@ fn resolve_body(cx: &Cx<'_>, me: AgentId, field: &str, body: &LabeledBody) -> Re
 }
 
 /// Writes a resolved body: new content becomes a labeled Memory of the author (two facts).
-fn write_body(cx: &mut Cx<'_>, me: AgentId, field: &str, body: Resolved) -> Res<Pin> {
+pub(super) fn write_body(cx: &mut Cx<'_>, me: AgentId, field: &str, body: Resolved) -> Res<Pin> {
     match body {
         Resolved::Pin(pin) => Ok(pin),
         Resolved::Content(content, labels) => {
@@ -191,7 +192,7 @@ fn check_inline_budget(bodies: &[&Resolved]) -> Res<usize> {
 }
 
 /// The memories-per-agent cap for `new` Memories created by one action (L4).
-fn check_memory_capacity(cx: &Cx<'_>, me: AgentId, new: usize) -> Res<()> {
+pub(super) fn check_memory_capacity(cx: &Cx<'_>, me: AgentId, new: usize) -> Res<()> {
     let a = cx.active(me)?;
     if (a.memories as usize).saturating_add(new) > cx.limits.max_memories_per_agent as usize {
         return reject(
@@ -203,7 +204,7 @@ fn check_memory_capacity(cx: &Cx<'_>, me: AgentId, new: usize) -> Res<()> {
 }
 
 /// Design §3.3 step 1 and §2.7: send = may speak, in an open thread of which the caller is a member.
-fn speaker_in_open_thread(cx: &Cx<'_>, thread: ThreadId, me: AgentId) -> Res<Thread> {
+pub(super) fn speaker_in_open_thread(cx: &Cx<'_>, thread: ThreadId, me: AgentId) -> Res<Thread> {
     let (t, m) = cx.open_member_thread(thread, me)?;
     if !m.may_speak() {
         return reject(Code::CannotSpeak, "an observer may receive but not send; a governor can change your role");

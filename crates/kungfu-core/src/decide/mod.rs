@@ -6,13 +6,15 @@
 //! deadlines an action settles first (L4), and [`decide`], which dispatches each action to its one
 //! function in the file of its spec section: `agent` (§4), `memory` (§5), `threads` (§6.1–§6.3,
 //! §6.5), `assignments` (§6.4), `tasks` (§7), `expire` (L4 deadlines and expiry) and `coord` (the
-//! coordination layer: labels and the floor, messages, scatter; design §2–§4).
+//! coordination layer: labels and the floor, messages, scatter; design §2–§4) and `record` (the
+//! shared record, design §5).
 
 mod agent;
 mod assignments;
 mod coord;
 mod expire;
 mod memory;
+mod record;
 mod tasks;
 mod threads;
 
@@ -250,7 +252,12 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
         | CloseThread { thread }
         // Design §10: the coordination writes on a thread are serialized by its actor (L5).
         | Send { thread, .. }
-        | Scatter { thread, .. } => vec![ObjectRef::Thread(*thread)],
+        | Scatter { thread, .. }
+        | CreateRecord { thread, .. } => vec![ObjectRef::Thread(*thread)],
+        // Design §5.6: a patch serializes on its record's thread (L5).
+        PatchRecord { record, .. } => {
+            state.shared_record(*record)?.map(|r| vec![ObjectRef::Thread(r.thread)]).unwrap_or_default()
+        }
         TakeAssignment { assignment }
         | DeliverAssignment { assignment, .. }
         | AdoptAssignment { assignment }
@@ -395,6 +402,23 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
                     judgment_window: *judgment_window,
                 },
             )
+        }
+        CreateRecord { thread, title, state, body, scope, editors, message, ask } => record::create_record(
+            cx,
+            me()?,
+            &record::NewRecord {
+                thread: *thread,
+                title,
+                state,
+                body,
+                scope: *scope,
+                editors: *editors,
+                message,
+                ask: ask.as_ref(),
+            },
+        ),
+        PatchRecord { record, base_rev, ops, message, ask } => {
+            record::patch_record(cx, me()?, *record, *base_rev, ops, message, ask.as_ref())
         }
     }
 }

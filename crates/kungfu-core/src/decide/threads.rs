@@ -212,20 +212,7 @@ pub(super) fn post(
         }
     }
     if let Some(ask) = ask {
-        if ask.len() > cx.limits.max_ask {
-            return reject_field(Code::LimitExceeded, "ask", format!("may name at most {} members", cx.limits.max_ask));
-        }
-        for (i, a) in ask.iter().enumerate() {
-            if *a == me {
-                return reject_field(Code::InvalidTarget, &format!("ask[{i}]"), "an entry never asks its own author");
-            }
-            match cx.tx.membership(thread, *a)? {
-                Some(am) if am.may_speak() => {}
-                _ => {
-                    return reject_field(Code::InvalidTarget, &format!("ask[{i}]"), "is not a member who may speak");
-                }
-            }
-        }
+        check_ask(cx, thread, me, ask)?;
     }
     if let Some(task) = task_ref {
         // §7.5: an entry may reference a Task the author can read; nothing changes in the Task.
@@ -266,6 +253,25 @@ pub(super) fn post(
 /// §6.3: records an entry whose preconditions the caller checked: determines its responders
 /// once, by the four rules in order, and emits `Posted`. Shared by `Post` and the coordination
 /// actions (`Send`, `Scatter`), which are sequences of posts (L2).
+/// §6.3: the stated ask of an entry: at most `max_ask` members who may speak, never the author.
+pub(super) fn check_ask(cx: &Cx<'_>, thread: ThreadId, me: AgentId, ask: &BTreeSet<AgentId>) -> Res<()> {
+    if ask.len() > cx.limits.max_ask {
+        return reject_field(Code::LimitExceeded, "ask", format!("may name at most {} members", cx.limits.max_ask));
+    }
+    for (i, a) in ask.iter().enumerate() {
+        if *a == me {
+            return reject_field(Code::InvalidTarget, &format!("ask[{i}]"), "an entry never asks its own author");
+        }
+        match cx.tx.membership(thread, *a)? {
+            Some(am) if am.may_speak() => {}
+            _ => {
+                return reject_field(Code::InvalidTarget, &format!("ask[{i}]"), "is not a member who may speak");
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn emit_post(
     cx: &mut Cx<'_>,
     me: AgentId,

@@ -106,6 +106,39 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             let author = need(jf.actor, "scatter author")?;
             coord::scattered(tx, *thread, *header, author, ranks, at)?
         }
+        RecordCreated { record, thread, entry, creator, scope, editors, title, state, body } => coord::record_created(
+            tx,
+            &coord::CreatedRecord {
+                record: *record,
+                thread: *thread,
+                entry: *entry,
+                creator: *creator,
+                scope: *scope,
+                editors: *editors,
+                title,
+                state,
+                body,
+            },
+            at,
+        )?,
+        RecordPatched { record, thread, entry, base_rev, rev, ops, scope, taint } => {
+            let actor = need(jf.actor, "patch author")?;
+            coord::record_patched(
+                tx,
+                &coord::PatchedRecord {
+                    record: *record,
+                    thread: *thread,
+                    entry: *entry,
+                    base_rev: *base_rev,
+                    rev: *rev,
+                    ops,
+                    scope: *scope,
+                    taint: *taint,
+                },
+                actor,
+                at,
+            )?
+        }
     }
     tx.put(keys::counters(), Record::Counters(counters));
     Ok(())
