@@ -334,6 +334,9 @@ async fn up(dir: &DevDir, count: u16, base_port: u16, kungfud: Option<String>, w
     // Any node's MCP URL serves the whole cluster (a follower forwards to the leader).
     let mcp: Vec<String> = nodes.iter().map(|n| format!("http://{}/mcp", n.http)).collect();
     println!("mcp: {} (any node; connect an LLM agent: docs/mcp.md)", mcp.join(" "));
+    // The web console (issue #18): any node's page shows the whole cluster and an agent's turn.
+    let console: Vec<String> = nodes.iter().map(|n| format!("http://{}/ui/", n.http)).collect();
+    println!("console: {} (any node; open it in a browser: docs/console.md)", console.join(" "));
     println!("profile `{PROFILE}` saved in {} (endpoints and the operator token file, no agent key)", saved.display());
     println!("logs and pids: {}/node*.log, node*.pid", dir.display());
     println!("operator token: {} (used by `kungfu --profile {PROFILE} cluster …`)", token_path.display());

@@ -137,6 +137,8 @@ fn dev_up_demo_and_dev_down() {
     assert!(up_out.contains(&first), "dev up prints the endpoints: {up_out}");
     let mcp = format!("http://127.0.0.1:{}/mcp", base + 200);
     assert!(up_out.contains(&mcp), "dev up prints each node's MCP URL: {up_out}");
+    let console = format!("http://127.0.0.1:{}/ui/", base + 200);
+    assert!(up_out.contains(&console), "dev up prints each node's console URL: {up_out}");
 
     // A second `dev up` on the same directory is refused while the nodes run.
     let again = cluster.run(&["dev", "up", "--dir", &dir_arg, "--base-port", &base.to_string(), "--kungfud", &kungfud]);
