@@ -160,6 +160,9 @@ pub fn footprint(kind: ActionKind) -> Footprint {
         K::Expire => Footprint { issuer: Issuer::System, presence: Presence::None, ..a(Anchor::Obligation) },
         K::WriteLabeled => Footprint { new_memories: NewMemories::MaybeOne, ..a(Anchor::Memory) },
         K::WidenScope => a(Anchor::Memory),
+        // The shared record lives in its thread (COORDINATION §5): every accepted write is also an
+        // entry there; its bodies are pinned labeled versions (or external refs), read at the write.
+        K::CreateRecord | K::PatchRecord => Footprint { pins: Pins::Body, ..a(Anchor::Thread) },
     }
 }
 

@@ -70,6 +70,9 @@ impl Mix {
                 (K::VoidAssignment, 1.0),
                 (K::WriteLabeled, 2.0),
                 (K::WidenScope, 1.0),
+                // The shared record (COORDINATION §5): a few records, patched often.
+                (K::CreateRecord, 1.0),
+                (K::PatchRecord, 6.0),
             ],
         }
     }
