@@ -175,6 +175,12 @@ fn check_inline_budget(bodies: &[&Resolved]) -> Res<usize> {
             count += 1;
         }
     }
+    check_inline_bytes(bytes)?;
+    Ok(count)
+}
+
+/// Design §9: the inline content one action may carry, whatever kind of action it is.
+pub(super) fn check_inline_bytes(bytes: usize) -> Res<()> {
     if bytes > LIMITS.max_collective_bytes {
         return Err(Fail::Reject(
             Rejection::new(
@@ -188,7 +194,7 @@ fn check_inline_budget(bodies: &[&Resolved]) -> Res<usize> {
             .with_fak(FakReason::Oversize),
         ));
     }
-    Ok(count)
+    Ok(())
 }
 
 /// The memories-per-agent cap for `new` Memories created by one action (L4).

@@ -168,19 +168,7 @@ fn inline_budget(cx: &Cx<'_>, me: AgentId, admitted: &[&Admitted], message: &Res
         bytes = bytes.saturating_add(n);
         count += 1;
     }
-    if bytes > LIMITS.max_collective_bytes {
-        return Err(Fail::Reject(
-            Rejection::new(
-                Code::LimitExceeded,
-                format!(
-                    "the inline content of one action is {bytes} bytes; the limit is {}: store large bodies as \
-                     labeled Memory versions and pin them",
-                    LIMITS.max_collective_bytes
-                ),
-            )
-            .with_fak(FakReason::Oversize),
-        ));
-    }
+    super::coord::check_inline_bytes(bytes)?;
     check_memory_capacity(cx, me, count)
 }
 
