@@ -4,6 +4,7 @@
 //! these cases, and the trial `statement::every_row_names_an_existing_case` keeps the two in step.
 
 mod mechanisms_coord;
+mod mechanisms_record;
 mod s3_invariants;
 mod s4_agent;
 mod s5_memory;
@@ -24,5 +25,6 @@ fn main() {
         ("s8_turn", s8_turn::CASES),
         ("s9_visibility", s9_visibility::CASES),
         ("mechanisms_coord", mechanisms_coord::CASES),
+        ("mechanisms_record", mechanisms_record::CASES),
     ]);
 }

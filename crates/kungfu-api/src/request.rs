@@ -12,16 +12,16 @@
 
 use crate::field_error::FieldError;
 use crate::pb;
-use kungfu_core::action::{Addressees, LabeledBody, RankGoal};
-use kungfu_core::coord::read::MailFilter;
-use kungfu_core::model::{Audience, Eligibility, Judge, MissingJudgment, Pin};
+use kungfu_core::action::{Addressees, ArtifactInput, BodyInput, LabeledBody, PatchOp, RankGoal};
+use kungfu_core::coord::read::{BodyItem, MailFilter};
+use kungfu_core::model::{Audience, Editors, Eligibility, ItemId, Judge, MissingJudgment, NoteKind, Pin};
 use kungfu_core::read::Cursor;
 use kungfu_core::secret::{fingerprint, hash_secret};
 use kungfu_core::{Action, ContractDraft, NewAssignment, NewGrant, PostBody};
 use kungfu_types::ids::ParseIdError;
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, IdempotencyKey, Labels, MemoryId, Micros,
-    ObjectRef, Role, Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, ExternalRef, Fingerprint, IdempotencyKey, Labels, MemoryId,
+    Micros, ObjectRef, RecordId, Role, Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 use std::fmt::Display;
@@ -620,6 +620,144 @@ pub fn scatter_action(req: &pb::ScatterRequest) -> Result<KeyedAction, FieldErro
     })
 }
 
+// --- The shared record (COORDINATION §5.3, §5.4) ----------------------------------------------------
+
+/// An external reference. Its tokens (store, digests) are checked by the core, which names the field
+/// (`….external.digest`), so every door gives the same answer; an empty certificate is none.
+fn external_ref(field: &str, e: &pb::ExternalRef) -> Result<ExternalRef, FieldError> {
+    Ok(ExternalRef {
+        store: e.store.clone(),
+        digest: e.digest.clone(),
+        bytes: e.bytes,
+        labels: labels(&format!("{field}.labels"), &e.labels)?,
+        deletion_certificate: (!e.deletion_certificate.is_empty()).then(|| e.deletion_certificate.clone()),
+    })
+}
+
+fn body_input(field: &str, b: Option<&pb::RecordBodyInput>) -> Result<BodyInput, FieldError> {
+    match b.and_then(|b| b.kind.as_ref()) {
+        None => Err(FieldError::new(field, "is required: a pin, new labeled content or an external reference")),
+        Some(pb::record_body_input::Kind::Pin(p)) => Ok(BodyInput::Pin(pin(&format!("{field}.pin"), p)?)),
+        Some(pb::record_body_input::Kind::Content(c)) => {
+            let path = format!("{field}.content");
+            Ok(BodyInput::Content {
+                content: content(&format!("{path}.content"), &c.content)?,
+                labels: labels(&format!("{path}.labels"), &c.labels)?,
+            })
+        }
+        Some(pb::record_body_input::Kind::External(e)) => {
+            Ok(BodyInput::External(external_ref(&format!("{field}.external"), e)?))
+        }
+    }
+}
+
+fn artifact_input(field: &str, r: &Option<pb::RecordBodyRef>) -> Result<ArtifactInput, FieldError> {
+    match r.as_ref().and_then(|r| r.kind.as_ref()) {
+        None => Err(FieldError::new(field, "is required: a pin or an external reference")),
+        Some(pb::record_body_ref::Kind::Pin(p)) => Ok(ArtifactInput::Pin(pin(&format!("{field}.pin"), p)?)),
+        Some(pb::record_body_ref::Kind::External(e)) => {
+            Ok(ArtifactInput::External(external_ref(&format!("{field}.external"), e)?))
+        }
+    }
+}
+
+/// Item ids and media types are structure the core checks (their charsets), naming the field.
+fn patch_op(field: &str, op: &pb::PatchOp) -> Result<PatchOp, FieldError> {
+    use pb::patch_op::Op;
+    Ok(match op.op.as_ref() {
+        None => {
+            return Err(FieldError::new(
+                field,
+                "names no op: one of replace_title, replace_state, replace_body, replace_decision_state, \
+                 append_note, append_artifact, append_decision",
+            ));
+        }
+        Some(Op::ReplaceTitle(c)) => PatchOp::ReplaceTitle(Content::new(c.body.clone())),
+        Some(Op::ReplaceState(c)) => PatchOp::ReplaceState(Content::new(c.body.clone())),
+        Some(Op::ReplaceBody(b)) => PatchOp::ReplaceBody(body_input(&format!("{field}.replace_body"), Some(b))?),
+        Some(Op::ReplaceDecisionState(d)) => PatchOp::ReplaceDecisionState {
+            decision: ItemId(d.decision_id.clone()),
+            state: content(&format!("{field}.replace_decision_state.state"), &d.state)?,
+        },
+        Some(Op::AppendNote(n)) => {
+            let f = format!("{field}.append_note");
+            PatchOp::AppendNote {
+                note_id: ItemId(n.note_id.clone()),
+                kind: note_kind(&format!("{f}.kind"), n.kind)?,
+                body: body_input(&format!("{f}.body"), n.body.as_ref())?,
+            }
+        }
+        Some(Op::AppendArtifact(a)) => PatchOp::AppendArtifact {
+            artifact_id: ItemId(a.artifact_id.clone()),
+            reference: artifact_input(&format!("{field}.append_artifact.reference"), &a.reference)?,
+            media_type: a.media_type.clone(),
+        },
+        Some(Op::AppendDecision(d)) => {
+            let f = format!("{field}.append_decision");
+            PatchOp::AppendDecision {
+                decision_id: ItemId(d.decision_id.clone()),
+                state: content(&format!("{f}.state"), &d.state)?,
+                reason: content(&format!("{f}.reason"), &d.reason)?,
+            }
+        }
+    })
+}
+
+fn note_kind(field: &str, value: i32) -> Result<NoteKind, FieldError> {
+    match pb::NoteKind::try_from(value) {
+        Ok(pb::NoteKind::Unspecified) => Err(FieldError::new(field, "is required: comment or progress")),
+        Ok(pb::NoteKind::Comment) => Ok(NoteKind::Comment),
+        Ok(pb::NoteKind::Progress) => Ok(NoteKind::Progress),
+        Err(_) => Err(FieldError::new(field, format!("{value} is not a known note kind"))),
+    }
+}
+
+fn editors(field: &str, value: i32) -> Result<Editors, FieldError> {
+    match pb::RecordEditors::try_from(value) {
+        Ok(pb::RecordEditors::Unspecified) => Err(FieldError::new(field, "is required: speakers or governors")),
+        Ok(pb::RecordEditors::Speakers) => Ok(Editors::Speakers),
+        Ok(pb::RecordEditors::Governors) => Ok(Editors::Governors),
+        Err(_) => Err(FieldError::new(field, format!("{value} is not a known editors setting"))),
+    }
+}
+
+/// Whether the scope may hold a record (at least fleet) is the core's decision, as is every limit.
+pub fn create_record_action(req: &pb::CreateRecordRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        Ok(Action::CreateRecord {
+            thread: id("thread", &req.thread)?,
+            title: content("title", &req.title)?,
+            state: content("state", &req.state)?,
+            body: body_input("body", req.body.as_ref())?,
+            scope: scope("scope", req.scope)?,
+            editors: editors("editors", req.editors)?,
+            message: labeled_body("message", &req.message)?,
+            ask: req.ask.as_ref().map(|a| agent_set("ask.agents", &a.agents)).transpose()?,
+        })
+    })
+}
+
+/// Ops keep the order they were sent in, so the core's refusals (`ops[i]…`) name positions the
+/// client wrote. `base_rev` 0 passes through for the core to refuse with the record's range.
+pub fn patch_record_action(req: &pb::PatchRecordRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        let record = id("record", &req.record)?;
+        let ops = req
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| patch_op(&format!("ops[{i}]"), op))
+            .collect::<Result<Vec<PatchOp>, FieldError>>()?;
+        Ok(Action::PatchRecord {
+            record,
+            base_rev: req.base_rev,
+            ops,
+            message: labeled_body("message", &req.message)?,
+            ask: req.ask.as_ref().map(|a| agent_set("ask.agents", &a.agents)).transpose()?,
+        })
+    })
+}
+
 // --- Reads -----------------------------------------------------------------------------------------
 
 /// The arguments of `read::read_memory`.
@@ -790,4 +928,74 @@ pub fn collective_query(req: &pb::GetCollectiveRequest) -> Result<CollectiveQuer
 /// The arguments of `coord::read::barrier` (COORDINATION §4.7): one entry of one thread.
 pub fn barrier_query(req: &pb::GetBarrierRequest) -> Result<EntryQuery, FieldError> {
     Ok(EntryQuery { thread: id("thread", &req.thread)?, entry: entry_seq("entry", req.entry)? })
+}
+
+/// An audience: unspecified is fleet, the audience that shows everything (COORDINATION §5.7).
+fn audience_scope(field: &str, value: i32) -> Result<Scope, FieldError> {
+    if value == pb::Scope::Unspecified as i32 { Ok(Scope::Fleet) } else { scope(field, value) }
+}
+
+/// The arguments of `coord::read::record` (COORDINATION §5.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordQuery {
+    pub record: RecordId,
+    /// None: the current rev.
+    pub rev: Option<u32>,
+    pub audience: Scope,
+}
+
+pub fn record_query(req: &pb::GetRecordRequest) -> Result<RecordQuery, FieldError> {
+    Ok(RecordQuery {
+        record: id("record", &req.record)?,
+        rev: req.rev,
+        audience: audience_scope("audience", req.audience)?,
+    })
+}
+
+/// The arguments of `coord::read::record_events` (COORDINATION §5.8), and of `WatchRecord`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordEventsQuery {
+    pub record: RecordId,
+    pub after_rev: u32,
+    pub audience: Scope,
+    /// 0: the configured default (`Limits::page_size` caps and defaults it).
+    pub page_size: usize,
+}
+
+pub fn record_events_query(req: &pb::GetRecordEventsRequest) -> Result<RecordEventsQuery, FieldError> {
+    Ok(RecordEventsQuery {
+        record: id("record", &req.record)?,
+        after_rev: req.after_rev,
+        audience: audience_scope("audience", req.audience)?,
+        page_size: page_size(req.page_size),
+    })
+}
+
+pub fn watch_record_query(req: &pb::WatchRecordRequest) -> Result<RecordEventsQuery, FieldError> {
+    Ok(RecordEventsQuery {
+        record: id("record", &req.record)?,
+        after_rev: req.after_rev,
+        audience: audience_scope("audience", req.audience)?,
+        page_size: page_size(req.page_size),
+    })
+}
+
+/// The arguments of `coord::read::record_body` (COORDINATION §5.7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordBodyQuery {
+    pub record: RecordId,
+    pub item: BodyItem,
+    pub rev: Option<u32>,
+}
+
+pub fn record_body_query(req: &pb::GetRecordBodyRequest) -> Result<RecordBodyQuery, FieldError> {
+    use pb::get_record_body_request::Item;
+    let record = id("record", &req.record)?;
+    let item = match &req.item {
+        None => return Err(FieldError::new("item", "is required: body, note_id or artifact_id")),
+        Some(Item::Body(_)) => BodyItem::Body,
+        Some(Item::NoteId(n)) => BodyItem::Note(ItemId(n.clone())),
+        Some(Item::ArtifactId(a)) => BodyItem::Artifact(ItemId(a.clone())),
+    };
+    Ok(RecordBodyQuery { record, item, rev: req.rev })
 }

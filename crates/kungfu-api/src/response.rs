@@ -9,19 +9,23 @@
 
 use crate::pb;
 use kungfu_core::coord::read::{
-    BarrierArrival, BarrierRank, BarrierState, BarrierView, CollectiveView, MailItem, MailboxPage, RankView,
+    ArtifactView, BarrierArrival, BarrierRank, BarrierState, BarrierView, BodyView, CollectiveView, DecisionView,
+    MailItem, MailboxPage, NoteView, RankView, RecordBody, RecordEvent, RecordEvents, RecordView,
 };
 use kungfu_core::model::{
     Assignment, AssignmentOutcome, AssignmentState, Audience, Contract, ContractVersion, Eligibility, Engagement,
     EngagementOutcome, EngagementState, Entry, Judge, Memory, MemoryState, MissingJudgment, ObligationId,
     ObligationKind, OpportunityId, Pin, Response, ResponseEnd, ResponseState, Task, Visibility,
 };
+use kungfu_core::model::{BodyRef, Editors, NoteKind, RecordRevision};
 use kungfu_core::read::{
     EntryView, HistoryItem, MemoryView, ObjectSummary, Opportunity, OpportunityPage, ReferencedTask, TaskView,
     TurnItem, TurnPage, WorkingSet,
 };
 use kungfu_core::{ActionResult, GrantReceipt, Receipt};
-use kungfu_types::{AgentId, Content, Labels, NextStep, Role, Scope, Taint, Timestamp};
+use kungfu_types::{
+    AgentId, ConflictValue, Content, ExternalRef, Labels, NextStep, RecordConflict, Role, Scope, Taint, Timestamp,
+};
 use std::fmt::Display;
 
 // --- Representation helpers ------------------------------------------------------------------------
@@ -313,7 +317,19 @@ pub fn receipt_result(r: &ActionResult) -> Option<pb::receipt::Result> {
                 })
                 .collect(),
         }),
-        ActionResult::RecordCreated { .. } | ActionResult::RecordPatched { .. } => return None,
+        ActionResult::RecordCreated { record, thread, entry, rev } => R::RecordCreated(pb::RecordCreated {
+            record: record.to_string(),
+            thread: thread.to_string(),
+            entry: entry.0,
+            rev: *rev,
+        }),
+        ActionResult::RecordPatched { record, entry, base_rev, rev, merged } => R::RecordPatched(pb::RecordPatched {
+            record: record.to_string(),
+            entry: entry.0,
+            base_rev: *base_rev,
+            rev: *rev,
+            merged: *merged,
+        }),
     })
 }
 
@@ -374,6 +390,8 @@ write_responses!(
     WidenScopeResponse,
     SendResponse,
     ScatterResponse,
+    CreateRecordResponse,
+    PatchRecordResponse,
 );
 
 /// L3, §12: the new agent's key goes out with the first success only. A replay returns the stored
@@ -905,6 +923,216 @@ impl From<&WorkingSet> for pb::WorkingSet {
             history: w.history.iter().map(pb::HistoryItem::from).collect(),
             obligations: w.obligations.iter().map(pb::TurnItem::from).collect(),
             available_actions: w.available.iter().map(|k| k.as_str().to_string()).collect(),
+        }
+    }
+}
+
+// --- The shared record (COORDINATION §5.7, §5.8) ---------------------------------------------------
+
+impl From<Editors> for pb::RecordEditors {
+    fn from(e: Editors) -> pb::RecordEditors {
+        match e {
+            Editors::Speakers => pb::RecordEditors::Speakers,
+            Editors::Governors => pb::RecordEditors::Governors,
+        }
+    }
+}
+
+impl From<NoteKind> for pb::NoteKind {
+    fn from(k: NoteKind) -> pb::NoteKind {
+        match k {
+            NoteKind::Comment => pb::NoteKind::Comment,
+            NoteKind::Progress => pb::NoteKind::Progress,
+        }
+    }
+}
+
+impl From<&ExternalRef> for pb::ExternalRef {
+    fn from(e: &ExternalRef) -> pb::ExternalRef {
+        pb::ExternalRef {
+            store: e.store.clone(),
+            digest: e.digest.clone(),
+            bytes: e.bytes,
+            labels: Some(pb::Labels::from(e.labels)),
+            deletion_certificate: e.deletion_certificate.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&BodyRef> for pb::RecordBodyRef {
+    fn from(r: &BodyRef) -> pb::RecordBodyRef {
+        use pb::record_body_ref::Kind;
+        pb::RecordBodyRef {
+            kind: Some(match r {
+                BodyRef::Pin(p) => Kind::Pin(pin(p)),
+                BodyRef::External(e) => Kind::External(pb::ExternalRef::from(e)),
+            }),
+        }
+    }
+}
+
+impl From<&BodyView> for pb::RecordBodyView {
+    fn from(b: &BodyView) -> pb::RecordBodyView {
+        match b {
+            BodyView::Shown { reference, labels } => pb::RecordBodyView {
+                reference: Some(pb::RecordBodyRef::from(reference)),
+                labels: Some(pb::Labels::from(*labels)),
+                redacted: false,
+            },
+            BodyView::Redacted { labels } => {
+                pb::RecordBodyView { reference: None, labels: Some(pb::Labels::from(*labels)), redacted: true }
+            }
+        }
+    }
+}
+
+impl From<&NoteView> for pb::RecordNote {
+    fn from(n: &NoteView) -> pb::RecordNote {
+        pb::RecordNote {
+            id: n.id.to_string(),
+            kind: pb::NoteKind::from(n.kind) as i32,
+            body: Some(pb::RecordBodyRef::from(&n.body)),
+            labels: Some(pb::Labels::from(n.labels)),
+            author: n.author.to_string(),
+            added_rev: n.added_rev,
+            added_at_unix_micros: micros(n.added_at),
+        }
+    }
+}
+
+impl From<&ArtifactView> for pb::RecordArtifact {
+    fn from(a: &ArtifactView) -> pb::RecordArtifact {
+        pb::RecordArtifact {
+            id: a.id.to_string(),
+            reference: Some(pb::RecordBodyRef::from(&a.reference)),
+            media_type: a.media_type.clone(),
+            labels: Some(pb::Labels::from(a.labels)),
+            author: a.author.to_string(),
+            added_rev: a.added_rev,
+            added_at_unix_micros: micros(a.added_at),
+        }
+    }
+}
+
+impl From<&DecisionView> for pb::RecordDecision {
+    fn from(d: &DecisionView) -> pb::RecordDecision {
+        pb::RecordDecision {
+            id: d.id.to_string(),
+            state: Some(content(&d.state)),
+            reason: Some(content(&d.reason)),
+            author: d.author.to_string(),
+            added_rev: d.added_rev,
+            added_at_unix_micros: micros(d.added_at),
+        }
+    }
+}
+
+impl From<&RecordView> for pb::RecordView {
+    fn from(v: &RecordView) -> pb::RecordView {
+        pb::RecordView {
+            id: v.id.to_string(),
+            thread: v.thread.to_string(),
+            creator: v.creator.to_string(),
+            created_at_unix_micros: micros(v.created_at),
+            entry: v.entry.0,
+            rev: v.rev,
+            current_rev: v.current_rev,
+            scope: pb::Scope::from(v.scope) as i32,
+            editors: pb::RecordEditors::from(v.editors) as i32,
+            audience: pb::Scope::from(v.audience) as i32,
+            title: Some(content(&v.title)),
+            state: Some(content(&v.state)),
+            body: Some(pb::RecordBodyView::from(&v.body)),
+            notes: v.notes.iter().map(pb::RecordNote::from).collect(),
+            artifacts: v.artifacts.iter().map(pb::RecordArtifact::from).collect(),
+            decisions: v.decisions.iter().map(pb::RecordDecision::from).collect(),
+            redacted_notes: v.redacted_notes,
+            redacted_artifacts: v.redacted_artifacts,
+        }
+    }
+}
+
+impl From<&RecordRevision> for pb::RecordEvent {
+    fn from(e: &RecordRevision) -> pb::RecordEvent {
+        pb::RecordEvent {
+            rev: e.rev,
+            base_rev: e.base_rev,
+            entry: e.entry.0,
+            actor: e.actor.to_string(),
+            at_unix_micros: micros(e.at),
+            paths: e.paths.clone(),
+            scope: pb::Scope::from(e.scope) as i32,
+            taint: pb::Taint::from(e.taint) as i32,
+            redacted: false,
+        }
+    }
+}
+
+impl From<&RecordEvent> for pb::RecordEvent {
+    fn from(e: &RecordEvent) -> pb::RecordEvent {
+        match e {
+            RecordEvent::Shown(r) => pb::RecordEvent::from(r),
+            // Only the rev: every other field is left at its zero value (COORDINATION §5.8).
+            RecordEvent::Redacted { rev } => pb::RecordEvent { rev: *rev, redacted: true, ..Default::default() },
+        }
+    }
+}
+
+impl From<&RecordEvents> for pb::RecordEventPage {
+    fn from(p: &RecordEvents) -> pb::RecordEventPage {
+        pb::RecordEventPage {
+            events: p.events.iter().map(pb::RecordEvent::from).collect(),
+            next_after_rev: p.next_after_rev,
+            redacted: p.redacted,
+        }
+    }
+}
+
+impl From<&RecordBody> for pb::RecordBodyContent {
+    fn from(b: &RecordBody) -> pb::RecordBodyContent {
+        use pb::record_body_content::Kind;
+        pb::RecordBodyContent {
+            kind: Some(match b {
+                RecordBody::Pin { pin: p, labels, content: c } => Kind::Pin(pb::PinnedBody {
+                    pin: Some(pin(p)),
+                    labels: labels.map(pb::Labels::from),
+                    content: c.as_ref().map(content),
+                }),
+                RecordBody::External(e) => Kind::External(pb::ExternalRef::from(e)),
+            }),
+        }
+    }
+}
+
+impl From<&ConflictValue> for pb::RecordValue {
+    fn from(v: &ConflictValue) -> pb::RecordValue {
+        use pb::record_body_ref::Kind as Ref;
+        use pb::record_value::Kind;
+        pb::RecordValue {
+            kind: Some(match v {
+                ConflictValue::Text(c) => Kind::Text(content(c)),
+                ConflictValue::Pin { memory, version } => Kind::Body(pb::RecordBodyRef {
+                    kind: Some(Ref::Pin(pb::MemoryPin { memory: memory.to_string(), version: version.0 })),
+                }),
+                ConflictValue::External(e) => {
+                    Kind::Body(pb::RecordBodyRef { kind: Some(Ref::External(pb::ExternalRef::from(e))) })
+                }
+            }),
+        }
+    }
+}
+
+impl From<&RecordConflict> for pb::RecordConflict {
+    fn from(c: &RecordConflict) -> pb::RecordConflict {
+        pb::RecordConflict {
+            record: c.record.to_string(),
+            path: c.path.clone(),
+            base_rev: c.base_rev,
+            current_rev: c.current_rev,
+            base_value: c.base_value.as_ref().map(pb::RecordValue::from),
+            current_value: c.current_value.as_ref().map(pb::RecordValue::from),
+            proposed_value: Some(pb::RecordValue::from(&c.proposed_value)),
+            resolution: c.resolution.clone(),
         }
     }
 }

@@ -5,15 +5,27 @@
 //! is at fault and a `google.rpc.RetryInfo` when a wait is asked for, for generic gRPC clients. A
 //! `NOT_LEADER` that names the leader carries its API address as the `leader` metadata. Every
 //! verdict also carries `fak_reason`, the name fak gives the same refusal (design §2.8).
+//! A record refusal also carries `fak_shared_reason` (design §2.8), and a stale record edit the typed
+//! three-way conflict: `path`, `base_rev`, `current_rev` and `resolution` in the metadata and a
+//! `kungfu.v1.RecordConflict` packed as an `Any` beside the `ErrorInfo` (design §7.4; tonic-types
+//! builds only the standard details, so that one is appended to the encoded `google.rpc.Status`).
 //! [`status_rejection`] is the inverse, for clients.
 //!
 //! Field paths leave the server in wire terms: the few places where the core names a field
 //! differently from the proto (`assignment.delivery_window` is `assignment.delivery_window_micros`
-//! on the wire, `ask[2]` is `ask.agents[2]`) are translated here, in [`wire_field_path`].
+//! on the wire, `ask[2]` is `ask.agents[2]`) are translated here, in [`wire_field_path`]. A Task's
+//! restricted audience is named by its wire path in the core (`audience.restricted.agents[1]`),
+//! because a shared record's `audience` (a scope) is a field of the same name.
 
 use crate::field_error::FieldError;
+use crate::pb;
 use kungfu_core::read::ReadError;
-use kungfu_types::{Code, FakReason, Micros, NextStep, Rejection};
+use kungfu_types::ids::ParseIdError;
+use kungfu_types::{
+    Code, ConflictValue, Content, ExternalRef, FakReason, Labels, MemoryId, Micros, NextStep, RecordConflict, RecordId,
+    Rejection, RejectionDetail, Scope, SharedReason, Taint, Version,
+};
+use prost::Message;
 use std::collections::HashMap;
 use std::time::Duration;
 use tonic_types::{ErrorDetails, StatusExt};
@@ -32,6 +44,15 @@ pub const META_FIELD: &str = "field";
 pub const META_RETRY_AFTER_MICROS: &str = "retry_after_micros";
 /// fak's reason name for the refusal (design §2.8); absent on `NOT_LEADER` and `UNAVAILABLE`.
 pub const META_FAK_REASON: &str = "fak_reason";
+/// fak's `sharedtask` reason of a record refusal (design §2.8), when it has one.
+pub const META_FAK_SHARED_REASON: &str = "fak_shared_reason";
+/// A stale record edit (design §5.6): the fak path of the refused op, the revs and the resolution.
+pub const META_PATH: &str = "path";
+pub const META_BASE_REV: &str = "base_rev";
+pub const META_CURRENT_REV: &str = "current_rev";
+pub const META_RESOLUTION: &str = "resolution";
+/// The `Any` type URL of the conflict detail.
+pub const RECORD_CONFLICT_TYPE_URL: &str = "type.googleapis.com/kungfu.v1.RecordConflict";
 
 /// The gRPC code of each rejection code: the one table. The exhaustive match makes a new code a
 /// compile error here until it is placed.
@@ -92,7 +113,6 @@ pub fn wire_field_path(field: &str) -> String {
         ("contract.delivery_window", "contract.delivery_window_micros"),
         ("contract.judgment_window", "contract.judgment_window_micros"),
         ("ask", "ask.agents"),
-        ("audience", "audience.restricted.agents"),
         // COORDINATION §3.3: `SendTo.agents` is an `Agents` message whose list is `agents`.
         ("to.agents", "to.agents.agents"),
     ];
@@ -166,6 +186,18 @@ fn status(r: &Rejection, field: Option<&str>, message: &str) -> tonic::Status {
     if let Some(fak) = r.fak_reason() {
         metadata.insert(META_FAK_REASON.to_string(), fak.as_str().to_string());
     }
+    if let Some(shared) = r.fak_shared {
+        metadata.insert(META_FAK_SHARED_REASON.to_string(), shared.as_str().to_string());
+    }
+    let conflict = r.detail.as_deref().map(|d| match d {
+        RejectionDetail::RecordConflict(c) => c,
+    });
+    if let Some(c) = conflict {
+        metadata.insert(META_PATH.to_string(), c.path.clone());
+        metadata.insert(META_BASE_REV.to_string(), c.base_rev.to_string());
+        metadata.insert(META_CURRENT_REV.to_string(), c.current_rev.to_string());
+        metadata.insert(META_RESOLUTION.to_string(), c.resolution.clone());
+    }
     let mut details = ErrorDetails::with_error_info(r.code.as_str(), ERROR_DOMAIN, metadata);
     if let Some(f) = field {
         details.add_bad_request_violation(f, message);
@@ -174,6 +206,9 @@ fn status(r: &Rejection, field: Option<&str>, message: &str) -> tonic::Status {
         details.set_retry_info(Some(Duration::from_micros(after.0)));
     }
     let mut s = tonic::Status::with_error_details(grpc_code(r.code), message, details);
+    if let Some(c) = conflict {
+        s = with_conflict(s, c);
+    }
     if let Some(leader) = &r.leader {
         // An address that is not a valid header value is left out; the message still names it.
         if let Ok(v) = leader.parse() {
@@ -213,11 +248,83 @@ pub fn status_rejection(s: &tonic::Status) -> Option<Rejection> {
         leader: s.metadata().get(LEADER_METADATA).and_then(|v| v.to_str().ok()).map(str::to_string),
         // Kept only when it differs from the code's own, so a round trip gives back the same value.
         fak: meta(META_FAK_REASON).and_then(FakReason::parse).filter(|f| Some(*f) != code.fak_reason()),
-        // The shared record's `fak_shared_reason` and conflict detail are core only so far (issue
-        // #17): no status carries them yet.
-        fak_shared: None,
-        detail: None,
+        fak_shared: meta(META_FAK_SHARED_REASON).and_then(SharedReason::parse),
+        detail: record_conflict(s).map(|c| Box::new(RejectionDetail::RecordConflict(c))),
     })
+}
+
+/// `s` with the conflict appended to its `google.rpc.Status` details, after the standard ones.
+fn with_conflict(s: tonic::Status, c: &RecordConflict) -> tonic::Status {
+    let Ok(mut rpc) = tonic_types::pb::Status::decode(s.details()) else {
+        return s;
+    };
+    rpc.details.push(prost_types::Any {
+        type_url: RECORD_CONFLICT_TYPE_URL.to_string(),
+        value: pb::RecordConflict::from(c).encode_to_vec(),
+    });
+    let mut out = tonic::Status::with_details(s.code(), s.message(), rpc.encode_to_vec().into());
+    *out.metadata_mut() = s.metadata().clone();
+    out
+}
+
+/// The conflict a status carries, for clients (design §5.6). None when there is none or it does
+/// not decode: the rejection's code, message and metadata still say what happened.
+pub fn record_conflict(s: &tonic::Status) -> Option<RecordConflict> {
+    let rpc = tonic_types::pb::Status::decode(s.details()).ok()?;
+    let any = rpc.details.iter().find(|a| a.type_url == RECORD_CONFLICT_TYPE_URL)?;
+    let c = pb::RecordConflict::decode(any.value.as_slice()).ok()?;
+    conflict_from_wire(&c).ok()
+}
+
+fn conflict_from_wire(c: &pb::RecordConflict) -> Result<RecordConflict, ParseIdError> {
+    let value = |v: &Option<pb::RecordValue>| -> Result<Option<ConflictValue>, ParseIdError> {
+        use pb::record_body_ref::Kind as Ref;
+        use pb::record_value::Kind;
+        Ok(match v.as_ref().and_then(|v| v.kind.as_ref()) {
+            None => None,
+            Some(Kind::Text(t)) => Some(ConflictValue::Text(Content::new(t.body.clone()))),
+            Some(Kind::Body(b)) => match b.kind.as_ref() {
+                None => None,
+                Some(Ref::Pin(p)) => {
+                    Some(ConflictValue::Pin { memory: p.memory.parse::<MemoryId>()?, version: Version(p.version) })
+                }
+                Some(Ref::External(e)) => Some(ConflictValue::External(ExternalRef {
+                    store: e.store.clone(),
+                    digest: e.digest.clone(),
+                    bytes: e.bytes,
+                    labels: e.labels.map(labels_from_wire).unwrap_or(Labels::FAIL_CLOSED),
+                    deletion_certificate: (!e.deletion_certificate.is_empty()).then(|| e.deletion_certificate.clone()),
+                })),
+            },
+        })
+    };
+    Ok(RecordConflict {
+        record: c.record.parse::<RecordId>()?,
+        path: c.path.clone(),
+        base_rev: c.base_rev,
+        current_rev: c.current_rev,
+        base_value: value(&c.base_value)?,
+        current_value: value(&c.current_value)?,
+        // A proposed value is always sent; an absent one decodes as empty text rather than failing.
+        proposed_value: value(&c.proposed_value)?.unwrap_or(ConflictValue::Text(Content::new(Vec::new()))),
+        resolution: c.resolution.clone(),
+    })
+}
+
+/// Labels as sent; an unknown or unspecified value reads as its fail-closed one (design §2.2).
+fn labels_from_wire(l: pb::Labels) -> Labels {
+    let taint = match pb::Taint::try_from(l.taint) {
+        Ok(pb::Taint::Trusted) => Taint::Trusted,
+        Ok(pb::Taint::Quarantined) => Taint::Quarantined,
+        _ => Labels::FAIL_CLOSED.taint,
+    };
+    let scope = match pb::Scope::try_from(l.scope) {
+        Ok(pb::Scope::Fleet) => Scope::Fleet,
+        Ok(pb::Scope::Tenant) => Scope::Tenant,
+        Ok(pb::Scope::Public) => Scope::Public,
+        _ => Labels::FAIL_CLOSED.scope,
+    };
+    Labels { taint, scope }
 }
 
 fn parse_next_step(s: &str) -> Option<NextStep> {

@@ -297,6 +297,14 @@ fn every_result() -> Vec<(ActionResult, R)> {
                 ],
             }),
         ),
+        (
+            ActionResult::RecordCreated { record: RecordId(4), thread: t, entry: EntrySeq(30), rev: 1 },
+            R::RecordCreated(pb::RecordCreated { record: s("rec_4"), thread: s("th_7"), entry: 30, rev: 1 }),
+        ),
+        (
+            ActionResult::RecordPatched { record: RecordId(4), entry: EntrySeq(31), base_rev: 2, rev: 5, merged: true },
+            R::RecordPatched(pb::RecordPatched { record: s("rec_4"), entry: 31, base_rev: 2, rev: 5, merged: true }),
+        ),
     ]
 }
 
@@ -342,7 +350,6 @@ fn variant(r: &ActionResult) -> &'static str {
         ActionResult::LabeledWritten { .. } => "LabeledWritten",
         ActionResult::ScopeWidened { .. } => "ScopeWidened",
         ActionResult::Scattered { .. } => "Scattered",
-        // Core only (issue #17): no wire case yet, so no sample.
         ActionResult::RecordCreated { .. } => "RecordCreated",
         ActionResult::RecordPatched { .. } => "RecordPatched",
     }
@@ -359,7 +366,7 @@ fn every_action_result_becomes_its_wire_case_with_every_field() {
 fn the_samples_cover_every_variant_once_and_land_on_distinct_wire_cases() {
     let samples = every_result();
     let names: BTreeSet<&str> = samples.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(names.len(), 38, "every ActionResult variant on the wire has a sample");
+    assert_eq!(names.len(), 40, "every ActionResult variant on the wire has a sample");
     assert_eq!(names.len(), samples.len(), "and only one");
     // Variants that share a wire message (published, unpublished, withdrawn) must still be told
     // apart by their oneof case.
@@ -367,17 +374,20 @@ fn the_samples_cover_every_variant_once_and_land_on_distinct_wire_cases() {
     assert_eq!(cases.len(), samples.len());
 }
 
-/// The shared record is core only (issue #17): its receipts have no wire case yet, so a receipt
-/// carries its kind and no result rather than a wrong one.
+/// COORDINATION §5.3, §5.6: the record's write responses carry the receipt and `replayed` like
+/// every other write.
 #[test]
-fn record_results_have_no_wire_case_yet() {
+fn record_write_responses_carry_the_receipt_and_replayed() {
     let created = ActionResult::RecordCreated { record: RecordId(1), thread: ThreadId(2), entry: EntrySeq(3), rev: 1 };
-    assert_eq!(receipt_result(&created), None);
-    let wire = pb::Receipt::from(&receipt(created, ActionKind::CreateRecord));
-    assert_eq!((wire.kind.as_str(), wire.result), ("create_record", None));
+    let r = receipt(created, ActionKind::CreateRecord);
+    let wire = pb::CreateRecordResponse::from_receipt(&r, true);
+    assert_eq!((wire.receipt.as_ref().map(|w| w.kind.as_str()), wire.replayed), (Some("create_record"), true));
     let patched =
         ActionResult::RecordPatched { record: RecordId(1), entry: EntrySeq(4), base_rev: 1, rev: 2, merged: false };
-    assert_eq!(receipt_result(&patched), None);
+    let r = receipt(patched, ActionKind::PatchRecord);
+    let wire = pb::PatchRecordResponse::from_receipt(&r, false);
+    assert_eq!(wire.receipt, Some(pb::Receipt::from(&r)));
+    assert_eq!(wire.receipt.map(|w| w.kind), Some("patch_record".to_string()));
 }
 
 #[test]

@@ -150,8 +150,6 @@ fn core_field_names_leave_the_server_as_wire_paths() {
         ("contract.judgment_window", "contract.judgment_window_micros"),
         ("ask", "ask.agents"),
         ("ask[3]", "ask.agents[3]"),
-        ("audience", "audience.restricted.agents"),
-        ("audience[0]", "audience.restricted.agents[0]"),
     ] {
         assert_eq!(wire_field_path(core), wire);
         let r = Rejection::field(Code::InvalidTarget, core, "is not valid");
@@ -164,6 +162,8 @@ fn core_field_names_leave_the_server_as_wire_paths() {
     for same in [
         "ask.agents[2]",
         "audience.restricted.agents[1]",
+        // A shared record's audience (a scope, COORDINATION §5.7) is its own wire field.
+        "audience",
         "assignment.delivery_window_micros",
         "contract.inputs[0]",
         "body.pin",
@@ -258,4 +258,60 @@ fn fak_reason_travels_with_every_verdict_and_a_site_override_survives() {
     let back = status_rejection(&over_the_wire(rejection_status(&oversize))).expect("a rejection");
     assert_eq!(back, oversize);
     assert_eq!(back.fak_reason(), Some(FakReason::Oversize));
+}
+
+/// COORDINATION §5.6, §7.4: a stale record edit reaches the client whole: `fak_shared_reason`,
+/// the conflict's metadata, and the typed three-way conflict (base, current, proposed) decoded from
+/// `google.rpc.Status.details`, beside the standard `ErrorInfo` and `BadRequest` that generic
+/// clients read.
+#[test]
+fn a_record_conflict_survives_the_round_trip_with_its_three_values() {
+    use kungfu_types::{
+        ConflictValue, Content, ExternalRef, Labels, MemoryId, RecordConflict, RecordId, RejectionDetail, Scope,
+        SharedReason, Taint, Version,
+    };
+    let conflict = RecordConflict {
+        record: RecordId(4),
+        path: "/body_ref".into(),
+        base_rev: 2,
+        current_rev: 3,
+        base_value: Some(ConflictValue::Pin { memory: MemoryId(9), version: Version(1) }),
+        current_value: Some(ConflictValue::External(ExternalRef {
+            store: "s3".into(),
+            digest: "sha256:abc".into(),
+            bytes: 12,
+            labels: Labels::new(Taint::Tainted, Scope::Tenant),
+            deletion_certificate: Some("sha256:cert".into()),
+        })),
+        proposed_value: ConflictValue::Text(Content::new(b"<b>new</b>".to_vec())),
+        resolution: "rebase_or_human_decide".into(),
+    };
+    let r = Rejection::field(Code::StaleBase, "ops[1]", "replaces /body_ref on rev 2, but the record is at rev 3")
+        .with_fak_shared(SharedReason::StaleBase)
+        .with_detail(RejectionDetail::RecordConflict(conflict.clone()));
+    let status = over_the_wire(rejection_status(&r));
+    assert_eq!(status.code(), tonic::Code::Aborted);
+    let back = status_rejection(&status).expect("a rejection");
+    assert_eq!(back, r);
+    let Some(RejectionDetail::RecordConflict(c)) = back.detail.as_deref() else { panic!("no conflict: {back:?}") };
+    assert_eq!(c, &conflict);
+    // Generic clients still find the standard details and the conflict's metadata.
+    let details = status.check_error_details().expect("details");
+    let meta = &details.error_info().expect("error info").metadata;
+    for (k, v) in [
+        ("fak_shared_reason", "STALE_BASE"),
+        ("path", "/body_ref"),
+        ("base_rev", "2"),
+        ("current_rev", "3"),
+        ("resolution", "rebase_or_human_decide"),
+        ("field", "ops[1]"),
+    ] {
+        assert_eq!(meta.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    assert_eq!(details.bad_request().map(|b| b.field_violations.len()), Some(1));
+    // A record refusal without a conflict carries its shared reason and no conflict.
+    let dup = Rejection::field(Code::DuplicateId, "ops[0].append_note.note_id", "the record already has a note")
+        .with_fak_shared(SharedReason::DuplicateNote);
+    let back = status_rejection(&over_the_wire(rejection_status(&dup))).expect("a rejection");
+    assert_eq!((back.fak_shared, back.detail), (Some(SharedReason::DuplicateNote), None));
 }

@@ -148,6 +148,11 @@ pub enum Command {
     /// Post a barrier to every member who may speak (or `--to` a subgroup), each then owing a
     /// response; `--wait` waits until it is released (COORDINATION §4.7). `barrier status` reads one.
     Barrier(BarrierArgs),
+    /// Shared records (COORDINATION §5): a record many members of a thread co-edit by patch.
+    /// Appends with new ids merge on a stale base; a replace on a stale base is refused STALE_BASE
+    /// and the conflict is printed as base / current / proposed.
+    #[command(subcommand)]
+    Record(RecordCmd),
     /// Run a scripted session of four agents against a running node and tell what happens;
     /// `demo coord` runs the coordination scenario (scatter, gather, barrier, a refusal).
     Demo {
@@ -808,4 +813,154 @@ mod tests {
             }
         }
     }
+}
+
+/// `kungfu record`: the shared record's writes and reads (COORDINATION §5).
+#[derive(Debug, Subcommand)]
+pub enum RecordCmd {
+    /// Create a record in a thread, announced by an entry. Inline text (the body, the message) is
+    /// labeled tainted, fleet-scoped unless `--taint`/`--content-scope` say otherwise.
+    Create(RecordCreateArgs),
+    /// Patch a record against the rev you read (`--base-rev`): ops apply in order, all or none.
+    /// Notes, artifacts and decisions with new ids merge onto a newer rev; a title, state, body or
+    /// decision-state change on a stale base is refused with the conflict.
+    Patch(RecordPatchArgs),
+    /// Show a record at a rev (default: now), for an audience (default: fleet, everything).
+    Show {
+        /// The record (`rec_…`).
+        record: String,
+        /// The rev to show.
+        #[arg(long)]
+        rev: Option<u32>,
+        /// Whom the view is for: fleet, tenant or public. Narrower items are redacted.
+        #[arg(long)]
+        audience: Option<String>,
+    },
+    /// List a record's accepted writes after a rev.
+    Events {
+        /// The record (`rec_…`).
+        record: String,
+        /// Writes after this rev (0: from the creation).
+        #[arg(long, default_value_t = 0)]
+        after: u32,
+        /// Whom the list is for: fleet, tenant or public. Narrower writes show their rev only.
+        #[arg(long)]
+        audience: Option<String>,
+    },
+    /// Print a record's writes after a rev: the backlog, then each new one as it is applied (until
+    /// interrupted, or until the thread is closed).
+    Watch {
+        /// The record (`rec_…`).
+        record: String,
+        /// Writes after this rev (0: from the creation); resume with the last rev printed.
+        #[arg(long, default_value_t = 0)]
+        after: u32,
+        /// Whom the stream is for: fleet, tenant or public.
+        #[arg(long)]
+        audience: Option<String>,
+    },
+    /// Print a record's body, or a note's or an artifact's, with its content while readable.
+    Body {
+        /// The record (`rec_…`).
+        record: String,
+        /// A note's body instead of the record's.
+        #[arg(long, conflicts_with = "artifact")]
+        note: Option<String>,
+        /// An artifact instead of the record's body.
+        #[arg(long)]
+        artifact: Option<String>,
+        /// The rev to read at.
+        #[arg(long)]
+        rev: Option<u32>,
+    },
+}
+
+/// Labels of new inline text in a record's writes. The scope must be within the record's.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RecordLabelArgs {
+    /// The taint of new inline text: trusted, tainted or quarantined (default tainted).
+    #[arg(long)]
+    pub taint: Option<String>,
+    /// The scope of new inline text: fleet, tenant or public (default fleet; at most the record's).
+    #[arg(long)]
+    pub content_scope: Option<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RecordCreateArgs {
+    /// The thread (`th_…`).
+    pub thread: String,
+    /// The title.
+    #[arg(long)]
+    pub title: String,
+    /// The state (`open`, `working`, …).
+    #[arg(long, default_value = "open")]
+    pub state: String,
+    /// The body: text, or `@path` (`@-` reads stdin).
+    #[arg(long, required_unless_present = "body_pin")]
+    pub body: Option<String>,
+    /// The body as an existing labeled version: `mem_5@2`.
+    #[arg(long, conflicts_with = "body")]
+    pub body_pin: Option<String>,
+    /// The widest audience the record may reach: fleet, tenant or public (default fleet).
+    #[arg(long, default_value = "fleet")]
+    pub scope: String,
+    /// Only governors may patch it.
+    #[arg(long)]
+    pub governors_only: bool,
+    /// The announcing entry's text (default: `record: <title>`).
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Members the announcing entry asks to respond: `ag_1,ag_2`.
+    #[arg(long, value_delimiter = ',')]
+    pub ask: Vec<String>,
+    #[command(flatten)]
+    pub labels: RecordLabelArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RecordPatchArgs {
+    /// The record (`rec_…`).
+    pub record: String,
+    /// The rev you read (`kungfu record show` prints it).
+    #[arg(long)]
+    pub base_rev: u32,
+    /// Replace the title.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Replace the state.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Replace the body with text, or `@path`.
+    #[arg(long, conflicts_with = "body_pin")]
+    pub body: Option<String>,
+    /// Replace the body with an existing labeled version: `mem_5@2`.
+    #[arg(long)]
+    pub body_pin: Option<String>,
+    /// Append a comment note: `ID=text` (or `ID=@path`); repeat for more.
+    #[arg(long = "note")]
+    pub notes: Vec<String>,
+    /// Append a progress note: `ID=text`; repeat for more.
+    #[arg(long = "progress")]
+    pub progress: Vec<String>,
+    /// Append an artifact that pins a labeled version: `ID=mem_5@2`; repeat for more.
+    #[arg(long = "artifact")]
+    pub artifacts: Vec<String>,
+    /// The media type of the appended artifacts.
+    #[arg(long, default_value = "application/octet-stream")]
+    pub media_type: String,
+    /// Append an open decision: `ID=STATE:REASON`; repeat for more.
+    #[arg(long = "decision")]
+    pub decisions: Vec<String>,
+    /// Set an existing decision's state: `ID=STATE`; repeat for more.
+    #[arg(long = "decide")]
+    pub decide: Vec<String>,
+    /// The patch entry's text (default: `patch <record>: <paths>`).
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Members the patch entry asks to respond: `ag_1,ag_2`.
+    #[arg(long, value_delimiter = ',')]
+    pub ask: Vec<String>,
+    #[command(flatten)]
+    pub labels: RecordLabelArgs,
 }

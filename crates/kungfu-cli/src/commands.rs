@@ -115,6 +115,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Assignment(c) => assignment(&ctx, c).await,
         Command::Task(c) => task(&ctx, c).await,
         Command::Send(args) => crate::coordination::send(&ctx, args).await,
+        Command::Record(cmd) => crate::record::run(&ctx, cmd).await,
         Command::Mailbox { thread, after, asked_me, follow, page_size } => {
             crate::coordination::mailbox(&ctx, &thread, after, asked_me, follow, page_size).await
         }
@@ -1106,7 +1107,7 @@ async fn watch(ctx: &Ctx, cmd: crate::cli::WatchCmd) -> Result<(), CliError> {
 }
 
 /// A failed stream as a CLI error with its stable code.
-fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
+pub(crate) fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
     match kungfu_client::status_rejection(&s) {
         Some(r) => CliError::from(kungfu_client::Error::Rejected(r)),
         None => CliError::other(format!("the stream failed: {s}")),

@@ -71,7 +71,7 @@ pub fn source(arg: &str) -> Source {
 }
 
 /// The bytes of a body argument.
-fn body(arg: &str) -> Result<Vec<u8>, CliError> {
+pub(crate) fn body(arg: &str) -> Result<Vec<u8>, CliError> {
     match source(arg) {
         Source::Text(t) => Ok(t.into_bytes()),
         Source::File(path) if path.is_empty() => Err(CliError::usage("`@` needs a path (`@-` reads stdin)")),

@@ -2,12 +2,13 @@
 //!
 //! Every error is printed as `error: <CODE>: <message>`, then `field: <field>` when one is at
 //! fault, `fak reason: <name>` when the refusal carries one (the name fak gives the same refusal,
-//! COORDINATION §2.8), `idempotency key: <key>` when the outcome of a write is unknown, and
-//! `next step: <step>`. With `--json` the same error is printed on stderr as one JSON object on the
+//! COORDINATION §2.8), `fak shared reason: <name>` for a shared record's refusals, the three values
+//! of a record conflict (base, current, proposed: COORDINATION §5.6), `idempotency key: <key>` when
+//! the outcome of a write is unknown, and `next step: <step>`. With `--json` the same error is printed on stderr as one JSON object on the
 //! last line.
 
 use kungfu_client::coord::Error as CoordError;
-use kungfu_client::{Code, Error as SdkError, NextStep, TransportKind};
+use kungfu_client::{Code, ConflictValue, Error as SdkError, NextStep, RecordConflict, TransportKind};
 
 /// The exit status of each class of error; the `--help` text documents the same table.
 pub const EXIT_OTHER: i32 = 1;
@@ -53,6 +54,10 @@ pub struct CliError {
     pub next: String,
     /// The name fak gives the same refusal (COORDINATION §2.8), when the server sent one.
     pub fak_reason: Option<String>,
+    /// fak's `sharedtask` reason of a shared record's refusal (COORDINATION §2.8).
+    pub fak_shared_reason: Option<String>,
+    /// The three-way conflict of a stale record edit (COORDINATION §5.6).
+    pub conflict: Option<RecordConflict>,
     /// The idempotency key to retry a write with, when its outcome is unknown.
     pub idempotency_key: Option<String>,
     /// The exit status.
@@ -90,6 +95,8 @@ impl CliError {
             field: None,
             next: next.to_string(),
             fak_reason: None,
+            fak_shared_reason: None,
+            conflict: None,
             idempotency_key: None,
             exit,
         }
@@ -104,6 +111,14 @@ impl CliError {
         if let Some(f) = &self.fak_reason {
             eprintln!("fak reason: {f}");
         }
+        if let Some(f) = &self.fak_shared_reason {
+            eprintln!("fak shared reason: {f}");
+        }
+        if let Some(c) = &self.conflict {
+            for line in conflict_lines(c) {
+                eprintln!("{line}");
+            }
+        }
         if let Some(k) = &self.idempotency_key {
             eprintln!("idempotency key: {k} (run the same command again with --idempotency-key {k})");
         }
@@ -116,6 +131,8 @@ impl CliError {
                     "field": self.field,
                     "next_step": self.next,
                     "fak_reason": self.fak_reason,
+                    "fak_shared_reason": self.fak_shared_reason,
+                    "conflict": self.conflict.as_ref().map(kungfu_mcp::result::conflict_json),
                     "idempotency_key": self.idempotency_key,
                     "exit_status": self.exit,
                 }
@@ -168,6 +185,10 @@ impl From<SdkError> for CliError {
         match e {
             SdkError::Rejected(r) => CliError {
                 fak_reason: r.fak_reason().map(|f| f.as_str().to_string()),
+                fak_shared_reason: r.fak_shared.map(|f| f.as_str().to_string()),
+                conflict: r.detail.as_deref().map(|d| match d {
+                    kungfu_client::RejectionDetail::RecordConflict(c) => c.clone(),
+                }),
                 code: r.code.as_str().to_string(),
                 message: r.message,
                 field: r.field,
@@ -181,6 +202,8 @@ impl From<SdkError> for CliError {
                 field: None,
                 next: NextStep::Retry.as_str().to_string(),
                 fak_reason: None,
+                fak_shared_reason: None,
+                conflict: None,
                 idempotency_key: Some(key),
                 exit: EXIT_UNAVAILABLE,
             },
@@ -198,6 +221,36 @@ impl From<SdkError> for CliError {
             e @ SdkError::NoRandomness(_) => CliError::other(e.to_string()),
         }
     }
+}
+
+/// How many characters of a conflicting value the error shows.
+const CONFLICT_PREVIEW_CHARS: usize = 200;
+
+/// A value of a conflict for a terminal: text escaped (participant content, L6), a reference as its
+/// pin or store and digest.
+pub fn conflict_value(v: Option<&ConflictValue>) -> String {
+    match v {
+        None => "(none at that rev)".into(),
+        Some(ConflictValue::Text(c)) => format!("\"{}\"", crate::output::escaped(c.as_bytes(), CONFLICT_PREVIEW_CHARS)),
+        Some(ConflictValue::Pin { memory, version }) => format!("pin {memory}@{}", version.0),
+        Some(ConflictValue::External(e)) => {
+            format!("external {} {} ({} bytes, {}/{})", e.store, e.digest, e.bytes, e.labels.taint, e.labels.scope)
+        }
+    }
+}
+
+/// The conflict as lines: the path and revs, the three values, and what to do.
+pub fn conflict_lines(c: &RecordConflict) -> Vec<String> {
+    vec![
+        format!("conflict: {} of {} (your base rev {}, now rev {})", c.path, c.record, c.base_rev, c.current_rev),
+        format!("  base     (rev {}): {}", c.base_rev, conflict_value(c.base_value.as_ref())),
+        format!("  current  (rev {}): {}", c.current_rev, conflict_value(c.current_value.as_ref())),
+        format!("  proposed:          {}", conflict_value(Some(&c.proposed_value))),
+        format!(
+            "  resolution: {}: kungfu record show {} then patch again with --base-rev {}, or ask a person to decide",
+            c.resolution, c.record, c.current_rev
+        ),
+    ]
 }
 
 /// The coordination loops' verdicts (COORDINATION §4.5, §4.7) as the command line's own codes: a

@@ -14,6 +14,7 @@ mod error;
 mod mcp;
 mod output;
 mod profile;
+mod record;
 
 use clap::Parser;
 

@@ -1,5 +1,5 @@
-//! The typed methods: one per action and read of the seven agent services (agents, memories,
-//! threads, assignments, tasks, coordination, turn), plus [`Client::register`], helpers that page
+//! The typed methods: one per action and read of the eight agent services (agents, memories,
+//! threads, assignments, tasks, coordination, shared records, turn), plus [`Client::register`], helpers that page
 //! through a whole turn or timeline, and the operator calls of `AdminService`. The coordination
 //! loops built on these calls (blocking receive, gather, barrier) are in [`coord`](crate::coord).
 //!
@@ -17,6 +17,7 @@ use pb::agent_service_client::AgentServiceClient;
 use pb::assignment_service_client::AssignmentServiceClient;
 use pb::coord_service_client::CoordServiceClient;
 use pb::memory_service_client::MemoryServiceClient;
+use pb::record_service_client::RecordServiceClient;
 use pb::task_service_client::TaskServiceClient;
 use pb::thread_service_client::ThreadServiceClient;
 use pb::turn_service_client::TurnServiceClient;
@@ -296,6 +297,30 @@ impl Client {
     read!(
         /// An entry read as a barrier over its author and responders.
         get_barrier, CoordServiceClient, get_barrier, pb::GetBarrierRequest, pb::Barrier
+    );
+
+    // Shared records (docs/coordination.md). A stale replace is refused `STALE_BASE` with the
+    // three-way conflict: [`Error::record_conflict`] reads it.
+
+    write!(
+        /// Creates a shared record in a thread, with the entry that announces it.
+        create_record, RecordServiceClient, create, pb::CreateRecordRequest, pb::CreateRecordResponse
+    );
+    write!(
+        /// Patches a record against the rev the caller read: appends commute, a stale replace conflicts.
+        patch_record, RecordServiceClient, patch, pb::PatchRecordRequest, pb::PatchRecordResponse
+    );
+    read!(
+        /// A record at a rev (default: now), as shown to an audience (default: fleet, everything).
+        get_record, RecordServiceClient, get, pb::GetRecordRequest, pb::RecordView
+    );
+    read!(
+        /// A page of a record's accepted writes after a rev.
+        get_record_events, RecordServiceClient, get_events, pb::GetRecordEventsRequest, pb::RecordEventPage
+    );
+    read!(
+        /// A record's body, or a note's or an artifact's, with its content while readable.
+        get_record_body, RecordServiceClient, get_body, pb::GetRecordBodyRequest, pb::RecordBodyContent
     );
 
     // Turn.

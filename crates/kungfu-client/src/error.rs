@@ -1,6 +1,6 @@
 //! The one error type of the SDK and the result of a successful write.
 
-use kungfu_types::Rejection;
+use kungfu_types::{RecordConflict, Rejection, RejectionDetail};
 
 /// Why a call did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +50,25 @@ pub enum Error {
         /// What the secret belonged to, such as the agent id.
         what: String,
     },
+}
+
+impl Error {
+    /// The rejection, when the server refused the call.
+    pub fn rejection(&self) -> Option<&Rejection> {
+        match self {
+            Error::Rejected(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// COORDINATION §5.6: the three-way conflict (the field's value at the patch's base, now, and
+    /// as proposed) of a record patch refused `STALE_BASE`. Re-read the record, then re-apply the
+    /// change on the current rev or ask a person to decide.
+    pub fn record_conflict(&self) -> Option<&RecordConflict> {
+        match self.rejection()?.detail.as_deref()? {
+            RejectionDetail::RecordConflict(c) => Some(c),
+        }
+    }
 }
 
 /// A transport failure: its kind, stable for programs, and a sentence for people.

@@ -26,9 +26,11 @@
 //! Table of contents:
 //! - [`client`]: [`Client`], [`ClientOptions`], [`Backoff`], [`Consistency`], the retry loop and
 //!   its progress hook ([`RetryHook`], [`Retrying`]).
-//! - [`calls`]: the typed methods, one per action and read of the seven agent services (agents,
-//!   memories, threads, assignments, tasks, coordination, turn), plus [`Client::register`], paging
-//!   helpers and [`Registered`].
+//! - [`calls`]: the typed methods, one per action and read of the eight agent services (agents,
+//!   memories, threads, assignments, tasks, coordination, shared records, turn), plus
+//!   [`Client::register`], paging helpers and [`Registered`].
+//! - [`record`]: builders for the shared record's create and patch ([`NewRecord`], [`Patch`]); a
+//!   stale replace's three-way conflict is [`Error::record_conflict`].
 //! - [`build`]: small builders for the requests that are tedious by hand ([`Post`], content, labels
 //!   and labeled bodies, the addressees of a send, [`Message`], [`Scatter`]).
 //! - [`coord`]: the coordination loops over those calls (COORDINATION §3.5, §4.5, §4.7): blocking
@@ -40,7 +42,8 @@
 //! - [`group`]: rank, split and spawn over a group's member ids (`kungfu_core::coord::group`,
 //!   re-exported: the same ascending-id order the server gives a scatter's ranks).
 //! - [`topology`]: declared topologies over a group's members ([`topology::Topology`]), pure.
-//! - [`watch`]: watch streams of a thread's entries and of the agent's turn.
+//! - [`watch`]: watch streams of a thread's entries, of a shared record's events and of the agent's
+//!   turn.
 //!
 //! The generated messages are re-exported as [`pb`]; requests are the `pb` types (their
 //! `idempotency_key` field is filled in by the SDK) or the builders of [`build`].
@@ -50,6 +53,7 @@ pub mod calls;
 pub mod client;
 pub mod coord;
 pub mod error;
+pub mod record;
 pub mod reduce;
 pub mod topology;
 pub mod watch;
@@ -65,6 +69,10 @@ pub use kungfu_api::grpc_code_name;
 pub use kungfu_api::pb;
 pub use kungfu_api::status_rejection;
 pub use kungfu_core::coord::group;
-pub use kungfu_types::{AgentId, Code, FakReason, Labels, NextStep, Rejection, Scope, Taint};
+pub use kungfu_types::{
+    AgentId, Code, ConflictValue, ExternalRef, FakReason, Labels, NextStep, RecordConflict, Rejection, RejectionDetail,
+    Scope, SharedReason, Taint,
+};
+pub use record::{NewRecord, Patch};
 /// The gRPC status a watch stream can fail with mid-stream.
 pub use tonic::Status as GrpcStatus;

@@ -2,7 +2,7 @@
 //! stream is opened on the first endpoint that accepts it (followers forward it to the leader) and
 //! has no deadline of its own: it lives until the server ends it or the caller drops it. A stream
 //! that ends is reopened by the caller from what it last saw: the last entry's sequence number for
-//! a thread, the last cursor for a turn — no gap and no duplicate.
+//! a thread, the last rev for a record, the last cursor for a turn — no gap and no duplicate.
 
 use crate::client::Client;
 use crate::error::Error;
@@ -22,6 +22,20 @@ impl Client {
     ) -> Result<tonic::Streaming<pb::ThreadEvent>, Error> {
         let msg = pb::WatchThreadRequest { thread: thread.to_string(), after_entry, page_size: 0 };
         self.open(msg, |mut c, r| async move { c.watch_thread(r).await }).await
+    }
+
+    /// The accepted writes of a shared record with a rev after `after_rev`, for `audience`
+    /// (unspecified: fleet): the backlog first, then each new rev as it is applied. Resume with the
+    /// last event's `rev`.
+    pub async fn watch_record(
+        &self,
+        record: &str,
+        after_rev: u32,
+        audience: pb::Scope,
+    ) -> Result<tonic::Streaming<pb::RecordEventBatch>, Error> {
+        let msg =
+            pb::WatchRecordRequest { record: record.to_string(), after_rev, audience: audience as i32, page_size: 0 };
+        self.open(msg, |mut c, r| async move { c.watch_record(r).await }).await
     }
 
     /// Changes of this agent's turn, from `cursor` (empty: the whole turn first).

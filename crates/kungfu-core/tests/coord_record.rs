@@ -248,7 +248,7 @@ fn a2_external_artifact_without_a_deletion_certificate_is_refused() {
     let b = s.b;
     let rej = s.refused(b, r, 1, vec![artifact("art1", ArtifactInput::External(external(Scope::Fleet, false)))]);
     assert_code(&rej, Code::TrustViolation, Some(SharedReason::ArtifactWitnessMissing));
-    assert_eq!(rej.field.as_deref(), Some("ops[0].reference.external.deletion_certificate"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].append_artifact.reference.external.deletion_certificate"));
     assert_eq!(rej.next, NextStep::Revise);
 }
 
@@ -365,7 +365,7 @@ fn a2_item_scope_above_the_record_scope_is_refused() {
     let b = s.b;
     let rej = s.refused(b, r, 1, vec![note("n1", Scope::Tenant)]);
     assert_code(&rej, Code::TrustViolation, Some(SharedReason::ScopeWidenForbidden));
-    assert_eq!(rej.field.as_deref(), Some("ops[0].body.content.labels"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].append_note.body.content.labels"));
 }
 
 /// A.2 `03-quarantined-artifact.json`: a quarantined artifact.
@@ -424,12 +424,12 @@ fn a2_a_different_request_reusing_a_note_id_is_a_duplicate() {
     s.patch(a, r, 1, vec![note("n1", Scope::Fleet)]);
     let rej = s.refused(b, r, 2, vec![note("n1", Scope::Fleet)]);
     assert_code(&rej, Code::DuplicateId, Some(SharedReason::DuplicateNote));
-    assert_eq!(rej.field.as_deref(), Some("ops[0].note_id"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].append_note.note_id"));
     assert!(rej.message.contains("manual"), "{rej}");
     // Also within one patch, and for decisions.
     let rej = s.refused(b, r, 2, vec![note("n2", Scope::Fleet), note("n2", Scope::Fleet)]);
     assert_code(&rej, Code::DuplicateId, Some(SharedReason::DuplicateNote));
-    assert_eq!(rej.field.as_deref(), Some("ops[1].note_id"));
+    assert_eq!(rej.field.as_deref(), Some("ops[1].append_note.note_id"));
     s.patch(a, r, 2, vec![decision("d1", "open")]);
     let rej = s.refused(b, r, 3, vec![decision("d1", "open")]);
     assert_code(&rej, Code::DuplicateId, Some(SharedReason::DuplicateDecision));
@@ -749,10 +749,10 @@ fn tokens_are_structure_and_cannot_carry_prose() {
     let b = s.b;
     let rej = s.refused(b, r, 1, vec![note("has space", Scope::Fleet)]);
     assert_code(&rej, Code::InvalidArgument, None);
-    assert_eq!(rej.field.as_deref(), Some("ops[0].note_id"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].append_note.note_id"));
     let bad_digest = ExternalRef { digest: "md5:x".into(), ..external(Scope::Fleet, true) };
     let rej = s.refused(b, r, 1, vec![artifact("a1", ArtifactInput::External(bad_digest))]);
-    assert_eq!(rej.field.as_deref(), Some("ops[0].reference.external.digest"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].append_artifact.reference.external.digest"));
     let rej = s.refused(
         b,
         r,
@@ -763,7 +763,7 @@ fn tokens_are_structure_and_cannot_carry_prose() {
             media_type: "text plain".into(),
         }],
     );
-    assert_eq!(rej.field.as_deref(), Some("ops[0].media_type"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].append_artifact.media_type"));
 }
 
 #[test]
@@ -820,7 +820,7 @@ fn patches_and_values_are_bounded() {
     let rej = s.refused(b, r, 1, vec![PatchOp::ReplaceTitle(long)]);
     assert_code(&rej, Code::LimitExceeded, None);
     assert_eq!(rej.fak_reason(), Some(FakReason::Oversize));
-    assert_eq!(rej.field.as_deref(), Some("ops[0].title"));
+    assert_eq!(rej.field.as_deref(), Some("ops[0].replace_title"));
     // 32 ops are fine.
     let ops: Vec<PatchOp> = (0..32).map(|i| note(&format!("n{i}"), Scope::Fleet)).collect();
     assert_eq!(rev_of(&s.patch(b, r, 1, ops)), 2);

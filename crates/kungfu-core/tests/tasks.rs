@@ -573,7 +573,7 @@ fn author_cannot_be_named_in_a_restricted_audience() {
     let other = w.register();
     let r = w.err(author, Action::CreateTask { audience: restricted(&[author, other]), contract: draft() });
     assert_eq!(r.code, Code::InvalidTarget);
-    assert_eq!(r.field.as_deref(), Some("audience[0]"));
+    assert_eq!(r.field.as_deref(), Some("audience.restricted.agents[0]"));
     assert!(w.state.task(TaskId(1)).expect("state").is_none());
 }
 

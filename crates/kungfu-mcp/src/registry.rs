@@ -41,6 +41,9 @@ pub const NAME_OVERRIDES: &[(&str, &str)] = &[
     ("kungfu.v1.CoordService.WidenScope", "memory_widen_scope"),
     ("kungfu.v1.CoordService.Send", "message_send"),
     ("kungfu.v1.CoordService.Scatter", "work_scatter"),
+    // `GetEvents` and `GetBody` would read as the nouns alone (`events_get`, `body_get`).
+    ("kungfu.v1.RecordService.GetEvents", "record_events_get"),
+    ("kungfu.v1.RecordService.GetBody", "record_body_get"),
 ];
 
 /// Writes that end something for good (a membership, a grant, a Memory's availability, an
@@ -72,6 +75,14 @@ const NEXT_STEPS: &[(&str, &str)] = &[
     ),
     (TURN_WAIT, "act on each owed item as its `next` says, or call turn_wait again."),
     ("opportunities_get", "assignment_take or task_take on one you can do."),
+    (
+        "record_get",
+        "record_patch with base_rev = this view's rev; record_events_get for what changed; record_body_get for a body.",
+    ),
+    (
+        "record_patch",
+        "on STALE_BASE read `conflict` (base, current, proposed), record_get, then patch the current rev or ask a person; appends with new ids never conflict.",
+    ),
     ("working_set_get", "one of available_actions."),
     ("thread_create", "share the grant secret so others can thread_join; thread_post to start."),
     ("thread_timeline", "entry_get for an entry's content; page on with the cursor."),

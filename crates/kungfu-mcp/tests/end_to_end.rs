@@ -145,6 +145,7 @@ impl AgentService for Node {
 impl WatchService for Node {
     type WatchTurnStream = ReceiverStream<Result<pb::TurnEvent, Status>>;
     type WatchThreadStream = ReceiverStream<Result<pb::ThreadEvent, Status>>;
+    type WatchRecordStream = ReceiverStream<Result<pb::RecordEventBatch, Status>>;
 
     async fn watch_turn(&self, r: Request<pb::WatchTurnRequest>) -> Result<Response<Self::WatchTurnStream>, Status> {
         let idle = self.agent(&r)? == "idle";
@@ -172,6 +173,13 @@ impl WatchService for Node {
         &self,
         _r: Request<pb::WatchThreadRequest>,
     ) -> Result<Response<Self::WatchThreadStream>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn watch_record(
+        &self,
+        _r: Request<pb::WatchRecordRequest>,
+    ) -> Result<Response<Self::WatchRecordStream>, Status> {
         Err(Status::unimplemented("not in this fake"))
     }
 }

@@ -5,7 +5,9 @@
 use crate::backend::{Backend, Read};
 use crate::credentials::Caller;
 use kungfu_api::request as rq;
-use kungfu_core::coord::read::{self as coord, BarrierView, CollectiveView, MailboxPage};
+use kungfu_core::coord::read::{
+    self as coord, BarrierView, CollectiveView, MailboxPage, RecordBody, RecordEvents, RecordView,
+};
 use kungfu_core::model::{Assignment, Engagement, Entry, Response};
 use kungfu_core::read::{self, EntryView, MemoryView, OpportunityPage, ReferencedTask, TaskView, TurnPage, WorkingSet};
 use kungfu_types::{AssignmentId, EngagementId, ObjectRef, Rejection};
@@ -105,5 +107,23 @@ impl Backend {
     /// COORDINATION §4.7: an entry read as a barrier.
     pub async fn barrier(&self, c: &Caller, q: rq::EntryQuery) -> Result<Read<BarrierView>, Rejection> {
         self.read_as(c.consistency, |s, _, _| coord::barrier(s, c.agent, q.thread, q.entry)).await
+    }
+
+    /// COORDINATION §5.7: a shared record at a rev, for an audience.
+    pub async fn record(&self, c: &Caller, q: rq::RecordQuery) -> Result<Read<RecordView>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| coord::record(s, c.agent, q.record, q.rev, q.audience)).await
+    }
+
+    /// COORDINATION §5.8: a page of a record's events after a rev.
+    pub async fn record_events(&self, c: &Caller, q: rq::RecordEventsQuery) -> Result<Read<RecordEvents>, Rejection> {
+        self.read_as(c.consistency, |s, l, _| {
+            coord::record_events(s, c.agent, q.record, q.after_rev, q.audience, l, q.page_size)
+        })
+        .await
+    }
+
+    /// COORDINATION §5.7: a record's body, or a note's or an artifact's, on demand.
+    pub async fn record_body(&self, c: &Caller, q: rq::RecordBodyQuery) -> Result<Read<RecordBody>, Rejection> {
+        self.read_as(c.consistency, |s, _, _| coord::record_body(s, c.agent, q.record, &q.item, q.rev)).await
     }
 }

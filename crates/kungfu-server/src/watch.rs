@@ -1,5 +1,6 @@
 //! Watch streams (DESIGN §10; on gRPC `kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`): the
-//! caller's turn as a replica it keeps, and a thread's entries after a sequence number. They only
+//! caller's turn as a replica it keeps, a thread's entries after a sequence number, and a shared
+//! record's events after a rev (COORDINATION §5.8). They only
 //! speed work up (§8: correct recovery never depends on them): every event is a pure read of the
 //! core on one snapshot, the same reads GetTurn and Timeline answer from.
 //!
@@ -12,7 +13,8 @@
 //!   sleeps until something it watches changes: a single hub task per service follows the node's
 //!   fact feed (`kungfu_raft::feed`) and wakes only the streams a command concerns, a turn watch
 //!   when the command's effects touched that agent's turn, a thread watch when it journaled a fact
-//!   under that thread (a post, a membership ending, the close). A turn watch also wakes when the
+//!   under that thread (a post, a membership ending, the close; a record's writes are posts of its
+//!   thread, so a record watch follows its thread). A turn watch also wakes when the
 //!   earliest deadline among its items passes (the item's next step becomes `wait` with no
 //!   command applied). When the hub falls behind the feed, or a snapshot replaces the state, it
 //!   wakes every stream, which re-reads (the feed's lag policy). Before each read a stream marks its
@@ -30,6 +32,7 @@ use crate::backend::{Backend, refuse};
 use crate::credentials::Caller;
 use kungfu_api::pb;
 use kungfu_api::watch::{self as wire, ThreadWatchQuery, TurnCursor, TurnDelta};
+use kungfu_core::coord::read as coord;
 use kungfu_core::model::{Entry, ObligationId};
 use kungfu_core::read::{self, ReadError, TurnItem};
 use kungfu_core::{Limits, StateExt};
@@ -523,6 +526,74 @@ async fn run_thread(
     }
 }
 
+// --- A shared record (COORDINATION §5.8) ---------------------------------------------------------
+
+/// What a record watch follows: the record, from whose rev, for which audience, in pages of what size.
+pub type RecordWatchQuery = kungfu_api::request::RecordEventsQuery;
+
+/// One batch of a record watch, read on one snapshot with the membership check (§9).
+#[derive(Debug)]
+struct RecordBatch {
+    applied: u64,
+    events: coord::RecordEvents,
+    thread: ThreadId,
+    /// The record's thread is closed in the same snapshot: no rev can follow these.
+    closed: bool,
+}
+
+fn read_record_batch(
+    b: &Backend,
+    me: AgentId,
+    q: &RecordWatchQuery,
+    after_rev: u32,
+    limits: &Limits,
+) -> Result<RecordBatch, Rejection> {
+    let applied = b.node.applied_index().unwrap_or(0);
+    b.node
+        .state
+        .read(|s| {
+            // The read checks membership first, so a record the caller may not read answers
+            // NOT_FOUND before anything about it (its thread) is looked at.
+            let events = coord::record_events(s, me, q.record, after_rev, q.audience, limits, q.page_size)?;
+            let thread = s
+                .shared_record(q.record)?
+                .map(|r| r.thread)
+                .ok_or_else(|| ReadError::Rejected(Rejection::not_found("record")))?;
+            let closed = s.thread(thread)?.is_none_or(|t| !t.is_open());
+            Ok::<_, ReadError>(RecordBatch { applied, events, thread, closed })
+        })
+        .map_err(|e| read_rejection(&e))
+}
+
+async fn run_record(
+    feed: &mut Feed<pb::RecordEventBatch>,
+    me: AgentId,
+    q: RecordWatchQuery,
+    limits: Limits,
+    mut batch: RecordBatch,
+) -> Result<(), End> {
+    let page = limits.page_size(q.page_size);
+    let mut after = q.after_rev;
+    loop {
+        let n = batch.events.events.len();
+        if n > 0 {
+            // Revs are dense and listed in order, redacted ones included: resuming after the last
+            // one sent is exact.
+            after = batch.events.next_after_rev;
+            let events = batch.events.events.iter().map(pb::RecordEvent::from).collect();
+            feed.send(pb::RecordEventBatch { events, applied_index: batch.applied }).await?;
+        }
+        if n < page {
+            if batch.closed {
+                return Err(End::Closed);
+            }
+            feed.wait(None).await?;
+        }
+        feed.check().map_err(End::Refused)?;
+        batch = read_record_batch(&feed.b, me, &q, after, &limits).map_err(End::Refused)?;
+    }
+}
+
 // --- The calls ------------------------------------------------------------------------------------
 
 impl Watches {
@@ -566,6 +637,27 @@ impl Watches {
                 .await
                 .err()
                 .unwrap_or(End::Gone);
+            feed.finish(end);
+        });
+        Ok(rx)
+    }
+
+    /// Watches a shared record's events after `q.after_rev` (COORDINATION §5.8): the backlog, then
+    /// each new rev as it is applied, for `q.audience` in every batch.
+    pub async fn watch_record(
+        &self,
+        caller: &Caller,
+        q: RecordWatchQuery,
+    ) -> Result<Events<pb::RecordEventBatch>, Rejection> {
+        let me = caller.agent;
+        // A record never changes thread: find it (refusing a non-member) to know what to follow.
+        let limits = self.b.read(|_, l, _| Ok(l.clone())).await?;
+        let thread = read_record_batch(&self.b, me, &q, q.after_rev, &limits)?.thread;
+        let (mut feed, limits, rx) = self.open(me, Interest::Object(ObjectRef::Thread(thread))).await?;
+        // Read again once followed, so nothing applied in between is missed.
+        let first = read_record_batch(&self.b, me, &q, q.after_rev, &limits)?;
+        tokio::spawn(async move {
+            let end = run_record(&mut feed, me, q, limits, first).await.err().unwrap_or(End::Gone);
             feed.finish(end);
         });
         Ok(rx)

@@ -328,30 +328,32 @@ pub(super) fn patch_record(
         let f = format!("ops[{i}]");
         checked.push(match op {
             PatchOp::ReplaceTitle(c) => {
-                text(cx, &format!("{f}.title"), c)?;
+                text(cx, &format!("{f}.replace_title"), c)?;
                 Checked::Title(c.clone())
             }
             PatchOp::ReplaceState(c) => {
-                text(cx, &format!("{f}.state"), c)?;
+                text(cx, &format!("{f}.replace_state"), c)?;
                 Checked::State(c.clone())
             }
-            PatchOp::ReplaceBody(b) => Checked::Body(admit(cx, me, &format!("{f}.body"), b, r.scope, RefKind::Body)?),
+            PatchOp::ReplaceBody(b) => {
+                Checked::Body(admit(cx, me, &format!("{f}.replace_body"), b, r.scope, RefKind::Body)?)
+            }
             PatchOp::ReplaceDecisionState { decision, state } => {
-                item_id(&format!("{f}.decision"), decision)?;
-                text(cx, &format!("{f}.state"), state)?;
+                item_id(&format!("{f}.replace_decision_state.decision_id"), decision)?;
+                text(cx, &format!("{f}.replace_decision_state.state"), state)?;
                 Checked::DecisionState { decision: decision.clone(), state: state.clone() }
             }
             PatchOp::AppendNote { note_id, kind, body } => {
-                item_id(&format!("{f}.note_id"), note_id)?;
-                let body = admit(cx, me, &format!("{f}.body"), body, r.scope, RefKind::Body)?;
+                item_id(&format!("{f}.append_note.note_id"), note_id)?;
+                let body = admit(cx, me, &format!("{f}.append_note.body"), body, r.scope, RefKind::Body)?;
                 Checked::Note { note_id: note_id.clone(), kind: *kind, body }
             }
             PatchOp::AppendArtifact { artifact_id, reference, media_type } => {
-                item_id(&format!("{f}.artifact_id"), artifact_id)?;
+                item_id(&format!("{f}.append_artifact.artifact_id"), artifact_id)?;
                 if !is_token(media_type) {
                     return reject_field(
                         Code::InvalidArgument,
-                        &format!("{f}.media_type"),
+                        &format!("{f}.append_artifact.media_type"),
                         "is not a media type token",
                     );
                 }
@@ -359,13 +361,14 @@ pub(super) fn patch_record(
                     ArtifactInput::Pin(p) => BodyInput::Pin(*p),
                     ArtifactInput::External(e) => BodyInput::External(e.clone()),
                 };
-                let reference = admit(cx, me, &format!("{f}.reference"), &input, r.scope, RefKind::Artifact)?;
+                let reference =
+                    admit(cx, me, &format!("{f}.append_artifact.reference"), &input, r.scope, RefKind::Artifact)?;
                 Checked::Artifact { artifact_id: artifact_id.clone(), reference, media_type: media_type.clone() }
             }
             PatchOp::AppendDecision { decision_id, state, reason } => {
-                item_id(&format!("{f}.decision_id"), decision_id)?;
-                text(cx, &format!("{f}.state"), state)?;
-                text(cx, &format!("{f}.reason"), reason)?;
+                item_id(&format!("{f}.append_decision.decision_id"), decision_id)?;
+                text(cx, &format!("{f}.append_decision.state"), state)?;
+                text(cx, &format!("{f}.append_decision.reason"), reason)?;
                 Checked::Decision { decision_id: decision_id.clone(), state: state.clone(), reason: reason.clone() }
             }
         });
@@ -423,7 +426,7 @@ pub(super) fn patch_record(
                     return Err(Fail::Reject(
                         Rejection::field(
                             Code::InvalidTarget,
-                            format!("{f}.decision"),
+                            format!("{f}.replace_decision_state.decision_id"),
                             "names no decision of this record",
                         )
                         .with_fak_shared(SharedReason::MissingDecision),
@@ -438,9 +441,9 @@ pub(super) fn patch_record(
         let used = cx.tx.record_item_seq(id, kind, &new_id.0)?.is_some();
         if used || !added.insert((kind, new_id.clone())) {
             let (what, shared, field) = match kind {
-                ItemKind::Note => ("note", SharedReason::DuplicateNote, "note_id"),
-                ItemKind::Artifact => ("artifact", SharedReason::DuplicateArtifact, "artifact_id"),
-                ItemKind::Decision => ("decision", SharedReason::DuplicateDecision, "decision_id"),
+                ItemKind::Note => ("note", SharedReason::DuplicateNote, "append_note.note_id"),
+                ItemKind::Artifact => ("artifact", SharedReason::DuplicateArtifact, "append_artifact.artifact_id"),
+                ItemKind::Decision => ("decision", SharedReason::DuplicateDecision, "append_decision.decision_id"),
             };
             return Err(Fail::Reject(
                 Rejection::field(
@@ -484,14 +487,16 @@ pub(super) fn patch_record(
         let op = match op {
             Checked::Title(c) => AppliedOp::ReplaceTitle(c),
             Checked::State(c) => AppliedOp::ReplaceState(c),
-            Checked::Body(a) => AppliedOp::ReplaceBody(write_ref(cx, me, &format!("{f}.body"), a)?),
+            Checked::Body(a) => AppliedOp::ReplaceBody(write_ref(cx, me, &format!("{f}.replace_body"), a)?),
             Checked::DecisionState { decision, state } => AppliedOp::ReplaceDecisionState { decision, state },
-            Checked::Note { note_id, kind, body } => {
-                AppliedOp::AppendNote { note_id, kind, body: write_ref(cx, me, &format!("{f}.body"), body)? }
-            }
+            Checked::Note { note_id, kind, body } => AppliedOp::AppendNote {
+                note_id,
+                kind,
+                body: write_ref(cx, me, &format!("{f}.append_note.body"), body)?,
+            },
             Checked::Artifact { artifact_id, reference, media_type } => AppliedOp::AppendArtifact {
                 artifact_id,
-                reference: write_ref(cx, me, &format!("{f}.reference"), reference)?,
+                reference: write_ref(cx, me, &format!("{f}.append_artifact.reference"), reference)?,
                 media_type,
             },
             Checked::Decision { decision_id, state, reason } => {

@@ -107,14 +107,14 @@ pub(super) fn create_task(
         if named.is_empty() {
             return reject_field(
                 Code::InvalidArgument,
-                "audience",
+                "audience.restricted.agents",
                 "a restricted audience must name at least one agent",
             );
         }
         if named.len() > cx.limits.max_audience {
             return reject_field(
                 Code::LimitExceeded,
-                "audience",
+                "audience.restricted.agents",
                 format!("may name at most {} agents", cx.limits.max_audience),
             );
         }
@@ -122,12 +122,16 @@ pub(super) fn create_task(
             if *agent == me {
                 return reject_field(
                     Code::InvalidTarget,
-                    &format!("audience[{i}]"),
+                    &format!("audience.restricted.agents[{i}]"),
                     "the author must not take its own Task",
                 );
             }
             if cx.tx.agent(*agent)?.is_none() {
-                return reject_field(Code::InvalidTarget, &format!("audience[{i}]"), "names no agent");
+                return reject_field(
+                    Code::InvalidTarget,
+                    &format!("audience.restricted.agents[{i}]"),
+                    "names no agent",
+                );
             }
         }
     }

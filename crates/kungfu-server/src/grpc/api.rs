@@ -1,5 +1,5 @@
 //! The protocol services of `proto/kungfu/v1` (the six of the base protocol and the coordination
-//! layer's `CoordService`) over the service layer. Each call reads its
+//! layer's `CoordService` and `RecordService`) over the service layer. Each call reads its
 //! credentials from the request, authenticates through the service layer, converts the request at
 //! the one boundary (`kungfu-api`: malformed input is INVALID_ARGUMENT naming the field), and
 //! either writes the action and answers from its receipt, or reads one consistent snapshot, in
@@ -409,5 +409,51 @@ impl pb::coord_service_server::CoordService for Api {
         let q = rq::barrier_query(request.get_ref())?;
         let v = self.b.barrier(&me, q).await.map_err(status)?;
         Ok(respond(v, |v| pb::Barrier::from(&v)))
+    }
+}
+
+/// COORDINATION §5: the shared record. Its writes are ordinary actions (a `Post` of the record's
+/// thread with the record's fact), routed to the thread's actor like a post; its reads are ordinary
+/// reads on one snapshot.
+#[tonic::async_trait]
+impl pb::record_service_server::RecordService for Api {
+    async fn create(
+        &self,
+        request: Request<pb::CreateRecordRequest>,
+    ) -> Result<Response<pb::CreateRecordResponse>, Status> {
+        self.agent_write(request, rq::create_record_action).await
+    }
+    async fn patch(
+        &self,
+        request: Request<pb::PatchRecordRequest>,
+    ) -> Result<Response<pb::PatchRecordResponse>, Status> {
+        self.agent_write(request, rq::patch_record_action).await
+    }
+
+    async fn get(&self, request: Request<pb::GetRecordRequest>) -> Result<Response<pb::RecordView>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = rq::record_query(request.get_ref())?;
+        let v = self.b.record(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::RecordView::from(&v)))
+    }
+
+    async fn get_events(
+        &self,
+        request: Request<pb::GetRecordEventsRequest>,
+    ) -> Result<Response<pb::RecordEventPage>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = rq::record_events_query(request.get_ref())?;
+        let v = self.b.record_events(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::RecordEventPage::from(&v)))
+    }
+
+    async fn get_body(
+        &self,
+        request: Request<pb::GetRecordBodyRequest>,
+    ) -> Result<Response<pb::RecordBodyContent>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = rq::record_body_query(request.get_ref())?;
+        let v = self.b.record_body(&me, q).await.map_err(status)?;
+        Ok(respond(v, |v| pb::RecordBodyContent::from(&v)))
     }
 }

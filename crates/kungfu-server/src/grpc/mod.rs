@@ -10,7 +10,8 @@
 //!   of codes with `google.rpc.ErrorInfo`), and a stale read's staleness into response metadata
 //!   ([`respond`]).
 //!
-//! Files: [`api`] (the six protocol services and the coordination layer's `CoordService`), [`admin`] (the operator service), [`watch`] (the
+//! Files: [`api`] (the six protocol services and the coordination layer's `CoordService` and
+//! `RecordService`), [`admin`] (the operator service), [`watch`] (the
 //! watch streams), [`client_addr`] (the client's address behind the MCP door or a forwarding
 //! follower), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
 //! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2,
@@ -128,9 +129,10 @@ pub async fn serve(
     let (health, health_service) = tonic_health::server::health_reporter();
     // Health tells the truth (issue #16): SERVING only while this node is ready
     // (`Backend::readiness`: a leader known and reachable through a quorum, applied within the
-    // configured lag), read every 200 ms. The whole server (""), TurnService, and CoordService —
-    // named apart so a client can ask a node whether it speaks the coordination layer before it
-    // sends one of its actions (COORDINATION R4: use them only once every node is upgraded).
+    // configured lag), read every 200 ms. The whole server (""), TurnService, CoordService and
+    // RecordService — named apart so a client can ask a node whether it speaks the coordination
+    // layer (and its shared record) before it sends one of its actions (COORDINATION R4: use them
+    // only once every node is upgraded).
     let watcher = tokio::spawn(watch_readiness(b.clone(), health.clone()));
     // Reflection in both revisions: grpcurl and grpcui speak v1, Python's grpcio-reflection and
     // older grpcurl builds only v1alpha (issue #16).
@@ -184,7 +186,12 @@ pub async fn serve(
                 .max_encoding_message_size(max),
         )
         .add_service(
-            pb::coord_service_server::CoordServiceServer::new(api)
+            pb::coord_service_server::CoordServiceServer::new(api.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            pb::record_service_server::RecordServiceServer::new(api)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
@@ -204,11 +211,12 @@ pub async fn serve(
     Ok(served?)
 }
 
-/// The names gRPC health reports on: the whole server, and two services by name.
-const HEALTH_NAMES: [&str; 3] = [
+/// The names gRPC health reports on: the whole server, and three services by name.
+const HEALTH_NAMES: [&str; 4] = [
     "",
     <pb::turn_service_server::TurnServiceServer<api::Api> as tonic::server::NamedService>::NAME,
     <pb::coord_service_server::CoordServiceServer<api::Api> as tonic::server::NamedService>::NAME,
+    <pb::record_service_server::RecordServiceServer<api::Api> as tonic::server::NamedService>::NAME,
 ];
 
 /// Sets gRPC health from this node's readiness every 200 ms, and logs each change with its reason.

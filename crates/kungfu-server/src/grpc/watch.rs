@@ -55,4 +55,16 @@ impl pb::watch_service_server::WatchService for WatchApi {
         let events = self.w.watch_thread(&me, q).await.map_err(status)?;
         Ok(Response::new(stream(events)))
     }
+
+    type WatchRecordStream = EventStream<pb::RecordEventBatch>;
+
+    async fn watch_record(
+        &self,
+        request: Request<pb::WatchRecordRequest>,
+    ) -> Result<Response<Self::WatchRecordStream>, Status> {
+        let me = self.w.backend().authenticate(&credentials(&request)).await.map_err(status)?;
+        let q = kungfu_api::request::watch_record_query(request.get_ref())?;
+        let events = self.w.watch_record(&me, q).await.map_err(status)?;
+        Ok(Response::new(stream(events)))
+    }
 }
