@@ -325,3 +325,58 @@ test("the Task view shows contract versions, an engagement and adoptions against
   assert.deepEqual(errors, [], "no script error on the page");
   await context.close();
 });
+
+test("when the leader behind the stream is killed, the agent view reconnects from its last event id and misses nothing", async () => {
+  // Bring back the node the first test killed, so that a leader can be killed again.
+  for (const id of [1, 2, 3]) {
+    if (!(await fetch(consoleUrl(id)).then((r) => r.ok, () => false))) kungfu(["dev", "restart", String(id), "--dir", DEV], { stdio: "pipe" });
+  }
+  const token = fs.readFileSync(path.join(DEV, "operator-token"), "utf8").trim();
+  const leader = await eventually("three nodes, one leader", async () => {
+    try {
+      const status = cli(token, "cluster", "status");
+      const l = status.nodes.find((n) => n.role === "leader");
+      return status.nodes.filter((n) => n.reachable !== false && n.role !== "unreachable").length === 3 && l ? l.node_id : null;
+    } catch (_) {
+      return null;
+    }
+  });
+  const watched = [1, 2, 3].find((id) => id !== leader);
+
+  const a = cli(null, "register", "--no-save");
+  const b = cli(null, "register", "--no-save");
+  const [aKey, bKey, bId] = [a.agent_key, b.agent_key, b.agent ?? receiptOf(b).agent];
+  const created = cli(aKey, "thread", "create", "--text", "drops", "--grant", "speaker");
+  const thread = receiptOf(created).thread;
+  cli(bKey, "thread", "join", created.grant_secret);
+  const entry = receiptOf(cli(aKey, "thread", "post", thread, "--text", "answer me", "--ask", bId)).entry;
+
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const streams = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/ui/api/watch/turn")) streams.push(r.headers()["last-event-id"] || "");
+  });
+  // A follower serves the page; its stream is forwarded to the leader.
+  await page.goto(consoleUrl(watched));
+  await page.fill("#agent-key", bKey);
+  await page.click("#agent-form button[type=submit]");
+  const row = `#turn-table tbody tr[data-obligation="response to ${thread} entry ${entry}"]`;
+  await page.waitForSelector(row, { timeout: BOUND_MS });
+  await page.waitForSelector("#agent-live[data-state=live]", { timeout: BOUND_MS });
+  assert.deepEqual(streams, [""], "one stream, started afresh");
+
+  // The leader dies: the stream drops; the reply is posted (to the new leader) meanwhile.
+  process.kill(Number(fs.readFileSync(path.join(DEV, `node${leader}.pid`), "utf8").trim()), "SIGKILL");
+  cli(bKey, "thread", "post", thread, "--text", "done", "--reply-to", String(entry), "--ask-nobody");
+  // The page reopens its stream from the last cursor it received, and the missed change shows.
+  await page.waitForSelector(row, { state: "detached", timeout: BOUND_MS });
+  await page.waitForSelector("#agent-live[data-state=live]", { timeout: BOUND_MS });
+  const resumed = streams.slice(1);
+  assert.ok(resumed.length > 0 && resumed.every((id) => id !== ""), `reopened with Last-Event-ID: ${JSON.stringify(streams)}`);
+  await shot(page, "agent-after-leader-kill");
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
