@@ -302,8 +302,8 @@ async function readOpportunities() {
 
 /**
  * One watch feed, kept open: reopened from its last event id when it drops, until stopped.
- * `onEvent(name, data)` runs for each event; `onState(state, detail)` when the connection changes
- * (connecting, live, reconnecting, refused, closed).
+ * `onEvent(name, data)` runs for each event; `onState(state, detail, code)` when the connection
+ * changes (connecting, live, reconnecting, refused, closed; `code` is a refusal's).
  */
 class Feed {
   constructor(path, onEvent, onState) {
@@ -328,7 +328,7 @@ class Feed {
       const outcome = await this.once();
       if (this.stopped) return;
       if (outcome.final) {
-        this.onState(outcome.state, outcome.detail);
+        this.onState(outcome.state, outcome.detail, outcome.code);
         return;
       }
       // A stream the server ended on schedule is reopened at once; a failure after a wait.
@@ -359,8 +359,9 @@ class Feed {
         const e = await answerOf(response).catch((x) => x);
         // A refusal no retry can change (a bad key, not a member, a bad resume point) is final.
         const final = ["UNAUTHENTICATED", "AGENT_INACTIVE", "NOT_FOUND", "INVALID_ARGUMENT", "LIMIT_EXCEEDED"].includes(e.code);
-        return { final, state: "refused", detail: e.message };
+        return { final, state: "refused", detail: e.message, code: e.code };
       }
+      if (this.stopped) return { final: true, state: "off", detail: "" };
       this.onState("live", "");
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
@@ -411,8 +412,9 @@ class Feed {
       if (body.reason === "closed") return { final: true, state: "closed", detail: "the thread is closed" };
       const e = body.error || {};
       const final = ["UNAUTHENTICATED", "AGENT_INACTIVE", "NOT_FOUND", "LIMIT_EXCEEDED"].includes(e.code);
-      return { final, state: "refused", detail: (e.code || "") + ": " + (e.message || "") };
+      return { final, state: "refused", detail: (e.code || "") + ": " + (e.message || ""), code: e.code };
     }
+    if (this.stopped) return { final: true, state: "off", detail: "" };
     if (id !== null && id !== "") this.lastId = id;
     this.onEvent(name, body);
     return null;
@@ -435,8 +437,8 @@ function showLive(state, detail) {
     off: "not watching",
     connecting: "connecting to the watch feed…",
     live: "● live: updated from the watch feed",
-    reconnecting: "reconnecting to the watch feed (polling every " + FALLBACK_POLL_MS / 1000 + " s meanwhile)",
-    refused: "the watch feed refused: polling every " + FALLBACK_POLL_MS / 1000 + " s",
+    reconnecting: "reconnecting to the watch feed",
+    refused: "the watch feed refused",
     closed: "the watch feed ended",
   };
   node.textContent = (says[state] || state) + (detail ? " — " + detail : "");
@@ -498,9 +500,12 @@ function startWatching() {
       refreshTurnOnce("stream");
       refreshOpenOnce();
     },
-    (state, detail) => {
-      showLive(state, detail);
-      setFallback(state !== "live" && state !== "connecting");
+    (state, detail, code) => {
+      // Polling is the fallback while the stream is down, not for a key the node refuses.
+      const keyRefused = ["UNAUTHENTICATED", "AGENT_INACTIVE"].includes(code);
+      setFallback(state === "reconnecting" || (state === "refused" && !keyRefused));
+      const polling = live.poll ? "polling every " + FALLBACK_POLL_MS / 1000 + " s meanwhile" : "";
+      showLive(state, [detail, polling].filter(Boolean).join("; "));
     },
   );
   watchOpenedThread();
@@ -521,6 +526,9 @@ function watchOpenedThread() {
   if (live.thread && live.thread.id === thread) return;
   if (live.thread) live.thread.feed.stop();
   live.thread = null;
+  const indicator = $("object-live");
+  indicator.dataset.state = "off";
+  indicator.textContent = "";
   if (!thread || !sessionStorage.getItem(AGENT_KEY)) return;
   const feed = new Feed(
     "api/watch/thread/" + encodeURIComponent(thread),

@@ -575,6 +575,27 @@ mod tests {
         (pb::ClusterNode { node_id: id, api_addr: format!("127.0.0.1:{}", 7400 + id), ..Default::default() }, true)
     }
 
+    /// A live event's SSE id is where to resume after it: a turn event's cursor (dropped when it
+    /// could break the frame, or absent on a part without one), a thread event's last entry.
+    #[test]
+    fn a_live_event_carries_its_resume_point_as_its_id() {
+        let turn = event_frame(WatchFeed::Turn, &json!({ "cursor": "01ab", "reset": true, "upserted": [] }));
+        assert_eq!(
+            turn,
+            Bytes::from(format!(
+                "event: turn\nid: 01ab\ndata: {}\n\n",
+                json!({ "cursor": "01ab", "reset": true, "upserted": [] })
+            ))
+        );
+        let part = event_frame(WatchFeed::Turn, &json!({ "cursor": "", "upserted": [] }));
+        assert!(!String::from_utf8_lossy(&part).contains("\nid:"), "a part without a cursor has no id");
+        let forged = event_frame(WatchFeed::Turn, &json!({ "cursor": "x\nevent: end" }));
+        let text = String::from_utf8_lossy(&forged);
+        assert!(!text.contains("\nid:") && text.matches('\n').count() == 3, "{text:?}");
+        let thread = event_frame(WatchFeed::Thread, &json!({ "entries": [{ "seq": 4 }, { "seq": 5 }] }));
+        assert!(String::from_utf8_lossy(&thread).starts_with("event: thread\nid: 5\ndata: "), "{thread:?}");
+    }
+
     /// A deposed leader cut off from the others still says it leads, in an older term: the view
     /// highlights one leader, the one of the highest term, and shows an unreachable member so.
     #[test]
