@@ -331,3 +331,299 @@ async fn console_disabled_serves_no_page_and_no_api() {
     let door = mcp_tool(http, "turn_get", json!({}), Some(&key)).await;
     assert!(door["items"].is_array(), "the MCP door still serves: {door}");
 }
+
+// --- The live view: the watch feeds as Server-Sent Events ----------------------------------------
+
+/// One event of a live stream.
+#[derive(Debug)]
+struct Event {
+    event: String,
+    id: Option<String>,
+    data: Json,
+}
+
+/// An open live stream (`text/event-stream`, chunked): its events one at a time.
+struct Live {
+    socket: tokio::net::TcpStream,
+    /// Bytes read and not yet decoded from the chunked framing.
+    raw: Vec<u8>,
+    /// Decoded body text not yet parsed into events.
+    text: String,
+}
+
+/// Opens `path` as the agent `key` (None: no Authorization header), resuming from `last_event_id`.
+/// A stream is `Ok`; any other answer (a refusal) is `Err` with its body.
+async fn open_live(
+    http: SocketAddr,
+    path: &str,
+    key: Option<&str>,
+    last_event_id: Option<&str>,
+) -> Result<Live, Answer> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {http}\r\nAccept: text/event-stream\r\n");
+    if let Some(k) = key {
+        head.push_str(&format!("Authorization: Bearer {k}\r\n"));
+    }
+    if let Some(id) = last_event_id {
+        head.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut socket = tokio::net::TcpStream::connect(http).await.expect("connect to the HTTP listener");
+    socket.write_all(head.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    let end_of_head = loop {
+        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(BOUND, socket.read(&mut buf)).await.expect("the node answers").expect("read");
+        assert!(n > 0, "the connection closed before the answer's head: {:?}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&raw[..end_of_head]).to_string();
+    let rest = raw[end_of_head + 4..].to_vec();
+    let mut lines = head.lines();
+    let status: u16 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    if status != 200 {
+        let length = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok());
+        let mut body = rest;
+        while length.is_some_and(|l| body.len() < l) {
+            let mut buf = [0u8; 4096];
+            let n = tokio::time::timeout(BOUND, socket.read(&mut buf)).await.expect("answers").expect("read");
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&buf[..n]);
+        }
+        return Err(Answer { status, headers, body: String::from_utf8_lossy(&body).to_string() });
+    }
+    let answer = Answer { status, headers, body: String::new() };
+    assert!(answer.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")), "{answer:?}");
+    assert_eq!(answer.header("cache-control"), Some("no-store"), "{answer:?}");
+    assert!(answer.header("content-security-policy").is_some(), "{answer:?}");
+    Ok(Live { socket, raw: rest, text: String::new() })
+}
+
+impl Live {
+    /// Moves every complete chunk from `raw` into `text`.
+    fn decode(&mut self) {
+        loop {
+            let Some(eol) = self.raw.windows(2).position(|w| w == b"\r\n") else { return };
+            let size_text = String::from_utf8_lossy(&self.raw[..eol]).to_string();
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .unwrap_or_else(|e| panic!("a chunk size, not {size_text:?}: {e}"));
+            if self.raw.len() < eol + 2 + size + 2 {
+                return;
+            }
+            self.text.push_str(&String::from_utf8_lossy(&self.raw[eol + 2..eol + 2 + size]));
+            self.raw.drain(..eol + 2 + size + 2);
+        }
+    }
+
+    /// The next event (keep-alive comments skipped), or None when nothing came within `within`.
+    async fn next_within(&mut self, within: Duration) -> Option<Event> {
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            self.decode();
+            while let Some(end) = self.text.find("\n\n") {
+                let frame: String = self.text.drain(..end + 2).collect();
+                let (mut event, mut id, mut data) = (String::from("message"), None, None);
+                for line in frame.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        event = v.to_string();
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        id = Some(v.to_string());
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(v).unwrap_or_else(|e| panic!("data is JSON ({e}): {v}")));
+                    }
+                }
+                if let Some(data) = data {
+                    return Some(Event { event, id, data });
+                }
+            }
+            let mut buf = [0u8; 8192];
+            match tokio::time::timeout_at(deadline, self.socket.read(&mut buf)).await {
+                Err(_) => return None,
+                Ok(Ok(0)) => return None,
+                Ok(Ok(n)) => self.raw.extend_from_slice(&buf[..n]),
+                Ok(Err(e)) => panic!("reading the stream: {e}"),
+            }
+        }
+    }
+
+    async fn next(&mut self) -> Event {
+        self.next_within(BOUND).await.expect("an event within the bound")
+    }
+}
+
+/// A write through the MCP door, as `key`: its result, which must not be an error.
+async fn act(http: SocketAddr, tool: &str, args: Json, key: &str) -> Json {
+    let r = mcp_tool(http, tool, args, Some(key)).await;
+    assert!(r.get("code").is_none(), "{tool} refused: {r}");
+    r
+}
+
+/// A second agent (B) on the node, and a thread of A's that B joined as a speaker.
+async fn a_thread_with(http: SocketAddr, a: &str) -> (String, String, String) {
+    let registered = mcp_tool(http, "agent_register", json!({}), None).await;
+    let b_key = registered["agent_key"].as_str().expect("agent_key").to_string();
+    let b = registered["receipt"]["agent_registered"]["agent"].as_str().expect("agent id").to_string();
+    let created = act(http, "thread_create", json!({"subject": "live", "grant": {"role": "ROLE_SPEAKER"}}), a).await;
+    let thread = created["receipt"]["thread_created"]["thread"].as_str().expect("thread").to_string();
+    let secret = created["grant_secret"].as_str().expect("grant_secret");
+    act(http, "thread_join", json!({ "grant_secret": secret }), &b_key).await;
+    (b, b_key, thread)
+}
+
+/// Posts to `thread` as `key`, asking `ask` (none: nobody); the new entry's number.
+async fn post_asking(
+    http: SocketAddr,
+    key: &str,
+    thread: &str,
+    text: &str,
+    ask: &[&str],
+    reply_to: Option<u64>,
+) -> u64 {
+    let mut args = json!({ "thread": thread, "body": { "content": text }, "ask": { "agents": ask } });
+    if let Some(r) = reply_to {
+        args["reply_to"] = json!(r);
+    }
+    let posted = act(http, "thread_post", args, key).await;
+    posted["receipt"]["posted"]["entry"].as_u64().expect("entry")
+}
+
+/// The entry numbers of a thread event.
+fn seqs(e: &Event) -> Vec<u64> {
+    e.data["entries"].as_array().expect("entries").iter().map(|x| x["seq"].as_u64().expect("seq")).collect()
+}
+
+/// Whether a turn event upserts the response `responder` owes to `thread`'s `entry`.
+fn upserts_response(e: &Event, thread: &str, entry: u64) -> bool {
+    e.data["upserted"].as_array().is_some_and(|items| {
+        items
+            .iter()
+            .any(|i| i["obligation"]["response"]["thread"] == thread && i["obligation"]["response"]["entry"] == entry)
+    })
+}
+
+/// The live streams are the watch feeds of the key's agent: without a key, or with a key the node
+/// does not know, each is refused before anything streams, with the MCP door's code and a 401; a
+/// foreign Host is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_live_stream_refuses_a_missing_or_wrong_key_with_a_stable_code() {
+    let (_cluster, http, _, agent) = one_node("").await;
+    let key = agent.key.clone().expect("key");
+    let (_, _, thread) = a_thread_with(http, &key).await;
+    for path in ["/ui/api/watch/turn".to_string(), format!("/ui/api/watch/thread/{thread}")] {
+        for wrong in [None, Some("kf_ag_not-a-real-key")] {
+            let Err(refused) = open_live(http, &path, wrong, None).await else {
+                panic!("{path} streamed for the key {wrong:?}")
+            };
+            assert_eq!(refused.status, 401, "{path} {wrong:?}: {refused:?}");
+            assert_eq!(refused.json()["error"]["code"], "UNAUTHENTICATED", "{path} {wrong:?}: {refused:?}");
+            assert_eq!(refused.header("cache-control"), Some("no-store"));
+        }
+    }
+    let Err(bad_resume) = open_live(http, &format!("/ui/api/watch/thread/{thread}"), Some(&key), Some("x")).await
+    else {
+        panic!("a thread stream opened from a resume point that is no entry number")
+    };
+    assert_eq!((bad_resume.status, bad_resume.json()["error"]["field"].as_str()), (400, Some("Last-Event-ID")));
+    let auth = format!("Bearer {key}");
+    let rebinding =
+        request(http, "GET", "/ui/api/watch/turn", &[("Host", "evil.example"), ("Authorization", &auth)], "").await;
+    assert_eq!(rebinding.status, 403, "{rebinding:?}");
+}
+
+/// The turn stream sends the whole turn first, then an event as soon as a write changes it: a
+/// response owed to a post that asks the agent, then that response gone after the reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_live_turn_stream_sends_an_event_after_a_write() {
+    let (_cluster, http, _, agent) = one_node("").await;
+    let a_key = agent.key.clone().expect("key");
+    let (b, b_key, thread) = a_thread_with(http, &a_key).await;
+    let mut live = open_live(http, "/ui/api/watch/turn", Some(&b_key), None).await.expect("B's turn streams");
+    let first = live.next().await;
+    assert_eq!(first.event, "turn", "{first:?}");
+    assert_eq!(first.data["reset"], true, "the first event is the whole turn: {first:?}");
+    assert!(first.id.as_deref().is_some_and(|c| !c.is_empty()), "a resume cursor: {first:?}");
+
+    let entry = post_asking(http, &a_key, &thread, "please answer", &[&b], None).await;
+    let owed = live.next().await;
+    assert!(upserts_response(&owed, &thread, entry), "the owed response arrives: {owed:?}");
+    assert_eq!(owed.id.as_deref(), owed.data["cursor"].as_str(), "the SSE id is the event's cursor: {owed:?}");
+
+    post_asking(http, &b_key, &thread, "done", &[], Some(entry)).await;
+    let gone = live.next().await;
+    let removed = gone.data["removed"].as_array().expect("removed");
+    assert!(
+        removed.iter().any(|r| r["response"]["entry"] == entry && r["response"]["responder"] == b),
+        "the reply removes it: {gone:?}"
+    );
+}
+
+/// Reconnecting with the last event id continues exactly where the stream stopped: a thread
+/// stream gives the entries posted in between and none twice; a turn stream resumed on an
+/// unchanged turn resends nothing, and after a change sends the turn as it now is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_live_streams_resume_from_the_last_event_id_without_gap_or_duplicate() {
+    let (_cluster, http, _, agent) = one_node("").await;
+    let a_key = agent.key.clone().expect("key");
+    let (b, b_key, thread) = a_thread_with(http, &a_key).await;
+    let path = format!("/ui/api/watch/thread/{thread}");
+
+    // The backlog, then a live entry.
+    let mut first = vec![post_asking(http, &a_key, &thread, "one", &[], None).await];
+    let mut live = open_live(http, &path, Some(&b_key), None).await.expect("B's thread streams");
+    let mut seen = Vec::new();
+    while !seen.contains(&first[0]) {
+        seen.extend(seqs(&live.next().await));
+    }
+    first.push(post_asking(http, &a_key, &thread, "two", &[], None).await);
+    let event = live.next().await;
+    assert_eq!(seqs(&event), vec![first[1]], "{event:?}");
+    let last = event.id.clone().expect("a thread event's id");
+    assert_eq!(last, first[1].to_string());
+    drop(live);
+
+    // Missed while disconnected: exactly these come back, in order, after `last`.
+    let missed = [
+        post_asking(http, &a_key, &thread, "three", &[], None).await,
+        post_asking(http, &a_key, &thread, "four", &[], None).await,
+    ];
+    let mut resumed = open_live(http, &path, Some(&b_key), Some(&last)).await.expect("resumed");
+    let mut got = Vec::new();
+    while got.len() < missed.len() {
+        got.extend(seqs(&resumed.next().await));
+    }
+    assert_eq!(got, missed.to_vec(), "no gap, no duplicate");
+    assert!(resumed.next_within(Duration::from_millis(500)).await.is_none(), "nothing more");
+
+    // The turn: resumed on the same turn, an empty confirmation with a new cursor.
+    let entry = post_asking(http, &a_key, &thread, "answer me", &[&b], None).await;
+    let mut turn = open_live(http, "/ui/api/watch/turn", Some(&b_key), None).await.expect("turn");
+    let mut whole = turn.next().await;
+    while !upserts_response(&whole, &thread, entry) {
+        whole = turn.next().await;
+    }
+    let cursor = whole.id.clone().expect("cursor");
+    drop(turn);
+    let mut again = open_live(http, "/ui/api/watch/turn", Some(&b_key), Some(&cursor)).await.expect("resumed turn");
+    let confirm = again.next().await;
+    assert_eq!(confirm.data["reset"], false, "{confirm:?}");
+    assert_eq!(confirm.data["upserted"], json!([]), "nothing resent: {confirm:?}");
+    assert_eq!(confirm.data["removed"], json!([]), "{confirm:?}");
+    let cursor = confirm.id.clone().expect("a new cursor");
+    drop(again);
+    // Changed while disconnected: the resumed stream brings the turn as it is now.
+    post_asking(http, &b_key, &thread, "done", &[], Some(entry)).await;
+    let mut after = open_live(http, "/ui/api/watch/turn", Some(&b_key), Some(&cursor)).await.expect("resumed turn");
+    let now = after.next().await;
+    assert_eq!(now.data["reset"], true, "{now:?}");
+    assert!(!upserts_response(&now, &thread, entry), "the answered response is gone: {now:?}");
+}

@@ -124,13 +124,14 @@ test("the cluster view shows three nodes and one leader, and a new leader after 
   await context.close();
 });
 
-test("an agent's page shows its owed response, content as text, and the response gone once replied", async () => {
+test("an agent's page follows the watch feed: owed response, thread view, content as text, reply without a poll", async () => {
   // Two agents with the CLI (only the survivors of the first test serve; the CLI finds the leader).
   const a = cli(null, "register", "--no-save");
   const b = cli(null, "register", "--no-save");
   const [aKey, bKey] = [a.agent_key, b.agent_key];
+  const aId = a.agent ?? a.agent_id ?? receiptOf(a).agent;
   const bId = b.agent ?? b.agent_id ?? receiptOf(b).agent;
-  assert.ok(aKey && bKey && bId, `register answers: ${JSON.stringify(b)}`);
+  assert.ok(aKey && bKey && aId && bId, `register answers: ${JSON.stringify(b)}`);
   const created = cli(aKey, "thread", "create", "--text", "console test", "--grant", "speaker");
   const thread = receiptOf(created).thread;
   const secret = created.grant_secret;
@@ -166,31 +167,52 @@ test("an agent's page shows its owed response, content as text, and the response
   await page.waitForSelector(row, { timeout: BOUND_MS });
   const countdown = await page.textContent(`${row} .countdown`);
   assert.ok(countdown && countdown.length > 0, "a countdown cell");
+  // The turn follows the watch feed (a stream, not a poll).
+  await page.waitForSelector("#agent-live[data-state=live]", { timeout: BOUND_MS });
   await shot(page, "agent-owed-response");
 
-  // The payload, read through the console, is text: no element was made from it, nothing ran.
-  await page.fill("#inspect-id", thread);
-  await page.selectOption("#inspect-view", "entry_get");
-  await page.fill("#inspect-entry", String(entry));
-  await page.click("#inspect-form button[type=submit]");
+  // The thread view, opened from the turn: members, and the timeline with the owed response marked.
+  await page.click(`${row} button.link`);
+  const owedTag = `#object-view table.timeline tr[data-entry="${entry}"] .tag.owed[data-responder="${bId}"]`;
+  await page.waitForSelector(owedTag, { timeout: BOUND_MS });
+  const members = await page.$$eval("#object-view table.members tbody tr", (rows) => rows.map((r) => r.dataset.agent));
+  assert.deepEqual([...members].sort(), [aId, bId].sort(), "the thread's members");
+  await page.waitForSelector("#object-live[data-state=live]", { timeout: BOUND_MS });
+  await shot(page, "thread-owed-response");
+
+  // The mailbox page shows the payload as text: no element was made from it, nothing ran.
+  await page.fill("#open-id", thread);
+  await page.selectOption("#open-view", "mailbox");
+  await page.click("#open-form button[type=submit]");
+  const card = `#object-view article.mail[data-entry="${entry}"]`;
+  await page.waitForSelector(card, { timeout: BOUND_MS });
+  assert.equal(await page.textContent(`${card} .content`), payload, "the content, as text");
+  assert.equal(await page.$$eval("#object-view img, #object-view script, #object-view b", (n) => n.length), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "the payload ran nothing");
+  await shot(page, "mailbox-content-as-text");
+  // And read alone, as an entry.
+  await page.selectOption("#open-view", "entry");
+  await page.fill("#open-entry", String(entry));
+  await page.click("#open-form button[type=submit]");
   await page.waitForFunction(
-    (p) => document.getElementById("inspect-result").textContent.includes(p),
+    (p) => document.getElementById("object-view").dataset.view === "entry" &&
+      document.getElementById("object-view").textContent.includes(p),
     payload,
     { timeout: BOUND_MS },
   );
-  assert.equal(await page.$$eval("#inspect-result img, #inspect-result script, #inspect-result b", (n) => n.length), 0);
+  assert.equal(await page.$$eval("#object-view img, #object-view script, #object-view b", (n) => n.length), 0);
   assert.equal(await page.evaluate(() => window.__pwned), undefined, "the payload ran nothing");
-  await shot(page, "agent-content-as-text");
 
   // The key: in sessionStorage, sent only as a header, never in a URL or a cookie.
   assert.equal(await page.evaluate(() => document.cookie), "");
   assert.equal(await page.evaluate(() => sessionStorage.getItem("kungfu.console.agentKey")), bKey);
   assert.ok(requests.every((r) => !r.url.includes(bKey)), "the key is never in a URL");
-  const toolCalls = requests.filter((r) => r.url.includes("/ui/api/tools/"));
-  assert.ok(toolCalls.length > 0 && toolCalls.every((r) => r.auth === `Bearer ${bKey}`), "tool calls carry the key");
+  const apiCalls = requests.filter((r) => r.url.includes("/ui/api/tools/") || r.url.includes("/ui/api/watch/"));
+  assert.ok(apiCalls.some((r) => r.url.includes("/ui/api/watch/turn")), "the page watches the turn");
+  assert.ok(apiCalls.length > 0 && apiCalls.every((r) => r.auth === `Bearer ${bKey}`), "API calls carry the key");
 
   // An assignment to B shows as an opportunity; once B takes it, a delivery with a deadline and a
-  // live countdown is owed.
+  // live countdown is owed, in the turn and in the thread view's assignments.
   const asg = receiptOf(
     cli(aKey, "assignment", "create", thread, "--to", bId, "--criteria", "a summary", "--delivery-window-secs", "3600", "--ask-nobody"),
   ).assignment;
@@ -211,11 +233,150 @@ test("an agent's page shows its owed response, content as text, and the response
     { timeout: 5000 },
   );
   await shot(page, "agent-delivery-countdown");
+  await page.fill("#open-id", thread);
+  await page.selectOption("#open-view", "thread");
+  await page.fill("#open-entry", "");
+  await page.click("#open-form button[type=submit]");
+  const deadline = `#object-view table.assignments tr[data-assignment="${asg}"] .countdown`;
+  await page.waitForSelector(deadline, { timeout: BOUND_MS });
+  await page.waitForFunction((sel) => /^(59m|1h 0m) \d+s left$/.test(document.querySelector(sel).textContent), deadline, {
+    timeout: BOUND_MS,
+  });
+  await page.waitForSelector(owedTag, { timeout: BOUND_MS });
+  await shot(page, "thread-assignment-deadline");
 
-  // B replies with the CLI; the page drops the row by itself.
+  // B replies with the CLI. The row leaves the turn, and the mark leaves the timeline, without a
+  // reload and not by a poll: the stream stays live, the fallback poll never ran, and the turn
+  // was last read because of a stream event.
+  assert.equal(await page.getAttribute("#agent-live", "data-state"), "live");
+  assert.equal(await page.getAttribute("#agent-live", "data-polls"), "0", "no fallback poll ran");
+  const url = page.url();
   cli(bKey, "thread", "post", thread, "--text", "done", "--reply-to", String(entry), "--ask-nobody");
+  const started = Date.now();
   await page.waitForSelector(row, { state: "detached", timeout: BOUND_MS });
+  const tookMs = Date.now() - started;
+  assert.equal(await page.getAttribute("#turn-table", "data-refreshed-by"), "stream", "a stream event re-read the turn");
+  assert.equal(await page.getAttribute("#agent-live", "data-state"), "live");
+  assert.equal(await page.getAttribute("#agent-live", "data-polls"), "0", "no fallback poll ran");
+  assert.equal(page.url(), url, "no navigation");
+  await page.waitForSelector(owedTag, { state: "detached", timeout: BOUND_MS });
+  const replied = `#object-view table.timeline tr[data-entry="${entry}"] .tag[data-responder="${bId}"]`;
+  assert.match(await page.textContent(replied), /replied/, "the timeline shows the reply");
+  console.log(`the reply left the page ${tookMs} ms after the CLI returned`);
   await shot(page, "agent-response-gone");
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
+
+test("the Task view shows contract versions, an engagement and adoptions against the limit; the collective view its ranks", async () => {
+  const a = cli(null, "register", "--no-save");
+  const b = cli(null, "register", "--no-save");
+  const [aKey, bKey, bId] = [a.agent_key, b.agent_key, b.agent ?? receiptOf(b).agent];
+  const contract = path.join(WORK, "contract.toml");
+  const requirements = "<i>summarise</i> the incident";
+  fs.writeFileSync(contract, `requirements = "${requirements}"\nacceptance = "ok"\nmax_adoptions = 2\ndelivery_window_secs = 3600\n`);
+  const task = receiptOf(cli(aKey, "task", "create", "--contract", contract)).task;
+  const engagement = receiptOf(cli(bKey, "task", "take", task)).engagement;
+  assert.ok(task && engagement, "task create and take name the Task and the engagement");
+  const created = cli(aKey, "thread", "create", "--text", "scatter here", "--grant", "speaker");
+  const thread = receiptOf(created).thread;
+  cli(bKey, "thread", "join", created.grant_secret);
+  const scattered = receiptOf(cli(aKey, "scatter", thread, "--header", "split", "--goal", `${bId}=part one`));
+  assert.ok(scattered.header && scattered.ranks.length === 1, `scatter answers: ${JSON.stringify(scattered)}`);
+
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  let live;
+  for (const id of [1, 2, 3]) {
+    if (await fetch(consoleUrl(id)).then((r) => r.ok, () => false)) {
+      live = id;
+      break;
+    }
+  }
+  await page.goto(consoleUrl(live));
+  await page.fill("#agent-key", bKey);
+  await page.click("#agent-form button[type=submit]");
+  // The engagement's delivery is owed; its object opens the Task view.
+  const row = `#turn-table tbody tr[data-obligation="engagement delivery ${engagement}"]`;
+  await page.waitForSelector(row, { timeout: BOUND_MS });
+  await page.click(`${row} button.link`);
+  await page.waitForSelector('#object-view .contract[data-version="1"]', { timeout: BOUND_MS });
+  const view = await page.textContent("#object-view");
+  assert.match(view, /adoptions against the limit\s*0 of 2/, "adoptions against the limit");
+  assert.ok(view.includes(requirements), "the requirements, as text");
+  assert.equal(await page.$$eval("#object-view i", (n) => n.length), 0, "no element made from content");
+  const eng = await page.textContent("#object-view table.engagements tbody");
+  assert.ok(eng.includes(engagement) && eng.includes("open: delivery due"), eng);
+  assert.match(await page.textContent("#object-view table.engagements .countdown"), /^(59m|1h 0m) \d+s left$/);
+  await shot(page, "task-view");
+
+  // The collective: one rank, B, with its assignment not yet taken.
+  await page.fill("#open-id", thread);
+  await page.selectOption("#open-view", "collective");
+  await page.fill("#open-entry", String(scattered.header));
+  await page.click("#open-form button[type=submit]");
+  const rank = '#object-view table.ranks tr[data-rank="0"]';
+  await page.waitForSelector(rank, { timeout: BOUND_MS });
+  const text = await page.textContent(rank);
+  assert.ok(text.includes(bId) && text.includes(scattered.ranks[0].assignment) && text.includes("open (not taken)"), text);
+  await shot(page, "collective-view");
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
+
+test("when the leader behind the stream is killed, the agent view reconnects from its last event id and misses nothing", async () => {
+  // Bring back the node the first test killed, so that a leader can be killed again.
+  for (const id of [1, 2, 3]) {
+    if (!(await fetch(consoleUrl(id)).then((r) => r.ok, () => false))) kungfu(["dev", "restart", String(id), "--dir", DEV], { stdio: "pipe" });
+  }
+  const token = fs.readFileSync(path.join(DEV, "operator-token"), "utf8").trim();
+  const leader = await eventually("three nodes, one leader", async () => {
+    try {
+      const status = cli(token, "cluster", "status");
+      const l = status.nodes.find((n) => n.role === "leader");
+      return status.nodes.filter((n) => n.reachable !== false && n.role !== "unreachable").length === 3 && l ? l.node_id : null;
+    } catch (_) {
+      return null;
+    }
+  });
+  const watched = [1, 2, 3].find((id) => id !== leader);
+
+  const a = cli(null, "register", "--no-save");
+  const b = cli(null, "register", "--no-save");
+  const [aKey, bKey, bId] = [a.agent_key, b.agent_key, b.agent ?? receiptOf(b).agent];
+  const created = cli(aKey, "thread", "create", "--text", "drops", "--grant", "speaker");
+  const thread = receiptOf(created).thread;
+  cli(bKey, "thread", "join", created.grant_secret);
+  const entry = receiptOf(cli(aKey, "thread", "post", thread, "--text", "answer me", "--ask", bId)).entry;
+
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const streams = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/ui/api/watch/turn")) streams.push(r.headers()["last-event-id"] || "");
+  });
+  // A follower serves the page; its stream is forwarded to the leader.
+  await page.goto(consoleUrl(watched));
+  await page.fill("#agent-key", bKey);
+  await page.click("#agent-form button[type=submit]");
+  const row = `#turn-table tbody tr[data-obligation="response to ${thread} entry ${entry}"]`;
+  await page.waitForSelector(row, { timeout: BOUND_MS });
+  await page.waitForSelector("#agent-live[data-state=live]", { timeout: BOUND_MS });
+  assert.deepEqual(streams, [""], "one stream, started afresh");
+
+  // The leader dies: the stream drops; the reply is posted (to the new leader) meanwhile.
+  process.kill(Number(fs.readFileSync(path.join(DEV, `node${leader}.pid`), "utf8").trim()), "SIGKILL");
+  cli(bKey, "thread", "post", thread, "--text", "done", "--reply-to", String(entry), "--ask-nobody");
+  // The page reopens its stream from the last cursor it received, and the missed change shows.
+  await page.waitForSelector(row, { state: "detached", timeout: BOUND_MS });
+  await page.waitForSelector("#agent-live[data-state=live]", { timeout: BOUND_MS });
+  const resumed = streams.slice(1);
+  assert.ok(resumed.length > 0 && resumed.every((id) => id !== ""), `reopened with Last-Event-ID: ${JSON.stringify(streams)}`);
+  await shot(page, "agent-after-leader-kill");
   assert.deepEqual(errors, [], "no script error on the page");
   await context.close();
 });

@@ -3,8 +3,9 @@
 # `chromium` driven by the npm package `playwright-core` (no browser download), under node's own
 # test runner (`node --test tests/console/console.test.mjs`). A three-node cluster from
 # `kungfu dev up`: the page shows three nodes and one leader, then a new leader after the old one
-# is killed; an agent's page shows its owed response, and shows it gone, without a reload, once
-# the reply is posted with the CLI; participant content that is an HTML/script payload shows as
+# is killed; an agent's page shows its owed response, and shows it gone, without a reload and
+# without a poll (the watch feed's stream), once the reply is posted with the CLI; the thread,
+# mailbox, Task and collective views; participant content that is an HTML/script payload shows as
 # text and runs nothing.
 #
 # Usage: tests/console/run.sh KUNGFUD KUNGFU   (the built binaries; .ci/run passes the debug ones)

@@ -1,6 +1,8 @@
 //! [`Door`]: the rmcp server handler. It lists the registry's tools and serves a call as one gRPC
 //! call to a node's public API (or, for `turn_wait`, a turn read and a bounded wait on the turn's
-//! watch feed), with the bearer credential of the MCP request.
+//! watch feed), with the bearer credential of the MCP request. Other HTTP doors of a node (the
+//! web console) dispatch through it too: read tools ([`Door::call_read_tool`]) and the watch feeds
+//! ([`Door::open_watch`]).
 //!
 //! What is a JSON-RPC error and what is a tool result (the rule): an unknown tool and
 //! arguments that are not a JSON object (rmcp refuses those before us) are JSON-RPC errors, and
@@ -210,6 +212,36 @@ impl Door {
         self.dispatch(&spec.kind, args, &caller, cancel).await
     }
 
+    /// Opens one of the node's watch feeds (`WatchService`, DESIGN §10) for an HTTP door other
+    /// than MCP: the console's live view (`/ui/api/watch/…` in the server). The same caller rules
+    /// as [`Door::call_read_tool`] (the request's `Authorization` header as it came, the client's
+    /// address vouched for), and the same path to the node: one gRPC call to its own API, which a
+    /// follower forwards to the leader, so the feed is exactly WatchTurn's or WatchThread's.
+    /// `args` are the request's fields in the door's JSON mapping (`{"cursor": …}`,
+    /// `{"thread": …, "after_entry": …}`); `lifetime` bounds the stream on the node's side. A
+    /// refusal to open (a missing or bad key, not a member, too many streams) is the answer.
+    pub async fn open_watch(
+        &self,
+        feed: WatchFeed,
+        args: &JsonObject,
+        headers: &http::HeaderMap,
+        peer: Option<std::net::SocketAddr>,
+        lifetime: Duration,
+    ) -> Result<WatchEvents, Rejection> {
+        let caller = self.caller_of(Some(headers), peer)?;
+        let reg = registry();
+        let (input, output, path) = match feed {
+            WatchFeed::Turn => ("WatchTurnRequest", "TurnEvent", "/kungfu.v1.WatchService/WatchTurn"),
+            WatchFeed::Thread => ("WatchThreadRequest", "ThreadEvent", "/kungfu.v1.WatchService/WatchThread"),
+        };
+        let request = json::message_from_json(&reg.message(input), Some(args)).map_err(|e| e.to_rejection())?;
+        let path = http::uri::PathAndQuery::from_static(path);
+        let stream = call::server_streaming(&self.api, path, reg.message(output), request, &caller, lifetime)
+            .await
+            .map_err(|s| refusal(&s))?;
+        Ok(WatchEvents { stream })
+    }
+
     /// Serves one tool call, and logs a refusal to the host (structure only).
     pub async fn call(
         &self,
@@ -348,6 +380,39 @@ impl Door {
                 _ = tokio::time::sleep_until(deadline) => return Ok(()),
                 _ = cancel.cancelled() => return Ok(()),
             }
+        }
+    }
+}
+
+/// Which watch feed [`Door::open_watch`] opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchFeed {
+    /// `WatchTurn`: the caller's turn as change sets, each with a resume cursor.
+    Turn,
+    /// `WatchThread`: a thread's entries after a sequence number, structure only.
+    Thread,
+}
+
+/// The events of one open watch feed, each in the door's JSON mapping (the `TurnEvent` or
+/// `ThreadEvent` message as a tool result would show it).
+pub struct WatchEvents {
+    stream: tonic::Streaming<DynamicMessage>,
+}
+
+impl std::fmt::Debug for WatchEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchEvents").finish_non_exhaustive()
+    }
+}
+
+impl WatchEvents {
+    /// The next event; `Ok(None)` when the node ended the stream with OK (a watched thread closed
+    /// and drained), `Err` with the refusal it ended with (NOT_LEADER, UNAVAILABLE, NOT_FOUND, …).
+    pub async fn next(&mut self) -> Result<Option<Json>, Rejection> {
+        match self.stream.message().await {
+            Ok(Some(event)) => Ok(Some(json::message_to_json(&event))),
+            Ok(None) => Ok(None),
+            Err(status) => Err(refusal(&status)),
         }
     }
 }

@@ -33,7 +33,7 @@ pub mod schema;
 pub mod sessions;
 pub mod stdio;
 
-pub use door::Door;
+pub use door::{Door, WatchEvents, WatchFeed};
 pub use error::Error;
 pub use http::{HttpOptions, http_router};
 pub use stdio::serve_stdio;

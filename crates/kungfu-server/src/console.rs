@@ -14,25 +14,35 @@
 //!   them. Open to loopback clients only, or guarded by the operator token
 //!   (`console.cluster_view`).
 //!
-//! Both endpoints check `Host` and `Origin` as the MCP door does (DNS rebinding) and answer
+//! - `GET /ui/api/watch/turn` and `GET /ui/api/watch/thread/{thread}` are the live view: the
+//!   node's own watch feeds (WatchTurn, WatchThread), opened through the MCP door's call path
+//!   ([`kungfu_mcp::Door::open_watch`]) with the request's key and relayed as Server-Sent Events:
+//!   each event is the feed's message in the door's JSON mapping, its SSE `id` the resume point
+//!   (the turn's cursor, a thread's last entry number), which the page sends back as
+//!   `Last-Event-ID` when it reconnects, so nothing is missed and nothing is sent twice. The
+//!   stream ends with an `end` event: the refusal the feed ended with, or a request to reconnect.
+//!
+//! Every endpoint checks `Host` and `Origin` as the MCP door does (DNS rebinding) and answers
 //! `Cache-Control: no-store`. The page keeps keys in `sessionStorage` and sends them only as an
 //! `Authorization` header: this module sets no cookie and reads no key from a URL.
 
 use crate::backend::Backend;
 use crate::config::{ClusterView, Config};
 use crate::credentials::{Credentials, Operator};
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use kungfu_api::pb;
+use kungfu_mcp::{WatchEvents, WatchFeed};
 use kungfu_types::{Code, Rejection};
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Where the console is served.
@@ -49,6 +59,20 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
 /// How long the cluster view waits for another member's status before showing it unreachable:
 /// well under the page's refresh period, so one dead member does not stall the view.
 const MEMBER_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// How long one live stream lasts before the console ends it with an `end` event asking the page
+/// to reconnect from its last event id: a bound on how long one connection and one of the agent's
+/// watch slots (`watch::MAX_STREAMS_PER_AGENT`) are held by a page that may have been forgotten.
+const STREAM_LIFETIME: Duration = Duration::from_secs(600);
+/// How much longer the node's side of a live stream may last than the console's, so the console
+/// ends it first, with its own `end` event.
+const STREAM_SLACK: Duration = Duration::from_secs(30);
+/// A live stream that carried nothing for this long sends an SSE comment: proxies keep an idle
+/// stream open, and the page can tell a quiet stream from a dead one.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Frames one live stream buffers between the feed and a slow connection; when full, the relay
+/// waits (the feed's own buffer then fills, and the node waits in turn, never dropping an event).
+const FRAME_BUFFER: usize = 16;
 
 /// What the console's handlers share.
 struct Console {
@@ -91,6 +115,8 @@ pub fn router(
         .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }))
         .route("/ui/api/tools/{tool}", post(call_tool))
         .route("/ui/api/cluster", get(cluster))
+        .route("/ui/api/watch/turn", get(watch_turn))
+        .route("/ui/api/watch/thread/{thread}", get(watch_thread))
         .with_state(console)
 }
 
@@ -195,6 +221,159 @@ async fn call_tool(
         // Only an internal fault of the door gets here (an unknown tool is a refusal above).
         Err(e) => refused(&Rejection::new(Code::Unavailable, e.message.to_string())),
     }
+}
+
+/// The resume point the page sends back when it reconnects: the standard SSE header.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<String>, Rejection> {
+    match headers.get("last-event-id").map(HeaderValue::to_str) {
+        None => Ok(None),
+        Some(Ok(id)) if id.trim().is_empty() => Ok(None),
+        Some(Ok(id)) => Ok(Some(id.trim().to_string())),
+        Some(Err(_)) => Err(Rejection::field(Code::InvalidArgument, "Last-Event-ID", "is not visible ASCII")),
+    }
+}
+
+/// `GET /ui/api/watch/turn`: the caller's turn feed (WatchTurn), resumed from the cursor in
+/// `Last-Event-ID` when there is one (then the first event is an empty confirmation when nothing
+/// changed, else the whole current turn).
+async fn watch_turn(
+    State(console): State<Arc<Console>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let mut args = serde_json::Map::new();
+    match last_event_id(&headers) {
+        Ok(Some(cursor)) => {
+            args.insert("cursor".into(), Json::String(cursor));
+        }
+        Ok(None) => {}
+        Err(r) => return refused(&r),
+    }
+    live(console, peer, headers, WatchFeed::Turn, args).await
+}
+
+/// `GET /ui/api/watch/thread/{thread}`: a thread's entries (WatchThread) after the entry number
+/// in `Last-Event-ID` (none: from the first entry).
+async fn watch_thread(
+    State(console): State<Arc<Console>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let after = match last_event_id(&headers) {
+        Ok(None) => 0,
+        Ok(Some(id)) => match id.parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => {
+                return refused(&Rejection::field(
+                    Code::InvalidArgument,
+                    "Last-Event-ID",
+                    "must be the number of the last entry received",
+                ));
+            }
+        },
+        Err(r) => return refused(&r),
+    };
+    let mut args = serde_json::Map::new();
+    args.insert("thread".into(), Json::String(thread));
+    args.insert("after_entry".into(), json!(after));
+    live(console, peer, headers, WatchFeed::Thread, args).await
+}
+
+/// Opens the feed and answers with its events as `text/event-stream`; a refusal to open (no key,
+/// a bad key, not a member, too many streams) is an ordinary JSON refusal instead.
+async fn live(
+    console: Arc<Console>,
+    peer: SocketAddr,
+    headers: HeaderMap,
+    feed: WatchFeed,
+    args: serde_json::Map<String, Json>,
+) -> Response {
+    if let Err(refusal) = admitted(&console, &headers) {
+        return refusal;
+    }
+    let lifetime = STREAM_LIFETIME + STREAM_SLACK;
+    let events = match console.door.open_watch(feed, &args, &headers, Some(peer), lifetime).await {
+        Ok(events) => events,
+        Err(r) => return refused(&r),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(FRAME_BUFFER);
+    tokio::spawn(relay(events, feed, tx, console.stop.clone()));
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|frame| (Ok::<_, std::convert::Infallible>(frame), rx))
+    });
+    secure(
+        (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+                // A buffering proxy (nginx) would hold events back.
+                (header::HeaderName::from_static("x-accel-buffering"), "no"),
+            ],
+            Body::from_stream(frames),
+        )
+            .into_response(),
+    )
+}
+
+/// Relays one feed to one connection until the feed ends, the stream's lifetime passes, the node
+/// shuts down (the HTTP server's graceful shutdown waits for open answers, so a live stream must
+/// end by itself) or the page goes away (dropping the feed closes it at the node).
+async fn relay(mut events: WatchEvents, feed: WatchFeed, tx: mpsc::Sender<Bytes>, stop: CancellationToken) {
+    let ends_at = tokio::time::Instant::now() + STREAM_LIFETIME;
+    loop {
+        let (frame, last) = tokio::select! {
+            event = events.next() => match event {
+                Ok(Some(event)) => (event_frame(feed, &event), false),
+                // A watched thread was closed and every entry sent.
+                Ok(None) => (end_frame(&json!({ "reason": "closed" })), true),
+                Err(r) => (end_frame(&json!({ "reason": "refused", "error": kungfu_mcp::result::rejection_json(&r, None) })), true),
+            },
+            () = tokio::time::sleep(KEEP_ALIVE) => (Bytes::from_static(b": keep-alive\n\n"), false),
+            () = tokio::time::sleep_until(ends_at) => (end_frame(&json!({ "reason": "lifetime" })), true),
+            () = stop.cancelled() => {
+                let r = Rejection::new(Code::Unavailable, "the node is shutting down; reconnect with your last event id");
+                (end_frame(&json!({ "reason": "refused", "error": kungfu_mcp::result::rejection_json(&r, None) })), true)
+            }
+            () = tx.closed() => return,
+        };
+        if tx.send(frame).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// One event of a feed as an SSE frame: `event` names the feed, `id` is where to resume after it
+/// (a turn event's cursor, absent on the parts of a large change set that carry none; a thread
+/// event's last entry number), `data` the event in the door's JSON mapping (one line: JSON text
+/// holds no raw newline).
+fn event_frame(feed: WatchFeed, event: &Json) -> Bytes {
+    let (name, id) = match feed {
+        WatchFeed::Turn => ("turn", event.get("cursor").and_then(Json::as_str).map(str::to_string)),
+        WatchFeed::Thread => (
+            "thread",
+            event
+                .get("entries")
+                .and_then(Json::as_array)
+                .and_then(|e| e.last())
+                .and_then(|e| e.get("seq"))
+                .and_then(Json::as_u64)
+                .map(|n| n.to_string()),
+        ),
+    };
+    let mut frame = format!("event: {name}\n");
+    // The cursor is opaque: it travels only when it cannot break the frame.
+    if let Some(id) = id.filter(|id| !id.is_empty() && !id.contains(['\r', '\n'])) {
+        frame.push_str(&format!("id: {id}\n"));
+    }
+    frame.push_str(&format!("data: {event}\n\n"));
+    Bytes::from(frame)
+}
+
+/// The last frame of a stream.
+fn end_frame(body: &Json) -> Bytes {
+    Bytes::from(format!("event: end\ndata: {body}\n\n"))
 }
 
 /// Who may see the cluster view (`console.cluster_view`, decided by the service layer): a refusal
@@ -394,6 +573,27 @@ mod tests {
 
     fn member(id: u64) -> (pb::ClusterNode, bool) {
         (pb::ClusterNode { node_id: id, api_addr: format!("127.0.0.1:{}", 7400 + id), ..Default::default() }, true)
+    }
+
+    /// A live event's SSE id is where to resume after it: a turn event's cursor (dropped when it
+    /// could break the frame, or absent on a part without one), a thread event's last entry.
+    #[test]
+    fn a_live_event_carries_its_resume_point_as_its_id() {
+        let turn = event_frame(WatchFeed::Turn, &json!({ "cursor": "01ab", "reset": true, "upserted": [] }));
+        assert_eq!(
+            turn,
+            Bytes::from(format!(
+                "event: turn\nid: 01ab\ndata: {}\n\n",
+                json!({ "cursor": "01ab", "reset": true, "upserted": [] })
+            ))
+        );
+        let part = event_frame(WatchFeed::Turn, &json!({ "cursor": "", "upserted": [] }));
+        assert!(!String::from_utf8_lossy(&part).contains("\nid:"), "a part without a cursor has no id");
+        let forged = event_frame(WatchFeed::Turn, &json!({ "cursor": "x\nevent: end" }));
+        let text = String::from_utf8_lossy(&forged);
+        assert!(!text.contains("\nid:") && text.matches('\n').count() == 3, "{text:?}");
+        let thread = event_frame(WatchFeed::Thread, &json!({ "entries": [{ "seq": 4 }, { "seq": 5 }] }));
+        assert!(String::from_utf8_lossy(&thread).starts_with("event: thread\nid: 5\ndata: "), "{thread:?}");
     }
 
     /// A deposed leader cut off from the others still says it leads, in an older term: the view
