@@ -438,4 +438,8 @@ async fn record_writes_are_entries_and_create_no_obligation(cx: Ctx) {
         .await
         .expect("the patch's entry");
     assert_eq!(text_of(&e.content), "please check");
+    // Design §5.8: the entry names the record and the rev it wrote.
+    assert_eq!(e.record, Some(pb::RecordRevisionRef { record: created.record.clone(), rev: 2 }));
+    // Design §5.9 (R5): a member finds the thread's records from its working set alone.
+    assert_eq!(thread_summary(&w, &t.id).await.records, vec![created.record.clone()]);
 }

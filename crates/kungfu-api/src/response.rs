@@ -480,6 +480,7 @@ impl From<&EntryView> for pb::EntryView {
             labels: v.labels.map(pb::Labels::from),
             held: v.held,
             collective_size: v.collective_size,
+            record: v.record.map(|(record, rev)| pb::RecordRevisionRef { record: record.to_string(), rev }),
         }
     }
 }
@@ -879,7 +880,7 @@ impl From<&ObjectSummary> for pb::working_set::Summary {
                 withdrawn: *withdrawn,
             }),
             // `records` is core only so far (issue #17): the wire summary has no field for it yet.
-            ObjectSummary::Thread { id, open, members, last_entry, open_assignments, grant, records: _ } => {
+            ObjectSummary::Thread { id, open, members, last_entry, open_assignments, grant, records } => {
                 Summary::Thread(pb::ThreadSummary {
                     id: id.to_string(),
                     open: *open,
@@ -889,6 +890,7 @@ impl From<&ObjectSummary> for pb::working_set::Summary {
                     grant: grant
                         .as_ref()
                         .map(|(r, fingerprint)| pb::LiveGrant { role: role(*r), fingerprint: fingerprint.clone() }),
+                    records: texts(records),
                 })
             }
             ObjectSummary::Task {

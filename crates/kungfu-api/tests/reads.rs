@@ -18,8 +18,8 @@ use kungfu_core::read::{
     TurnItem, TurnPage, WorkingSet,
 };
 use kungfu_types::{
-    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Labels, MemoryId, Micros, NextStep, ObjectRef, Role, Scope,
-    Taint, TaskId, ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, Content, EngagementId, EntrySeq, Labels, MemoryId, Micros, NextStep, ObjectRef, RecordId,
+    Role, Scope, Taint, TaskId, ThreadId, Timestamp, Version,
 };
 use std::collections::BTreeSet;
 
@@ -133,7 +133,7 @@ fn an_entry_keeps_every_field_and_the_ask_as_stated() {
 }
 
 fn entry_view(content: Option<Content>) -> EntryView {
-    EntryView { entry: entry(), content, labels: None, held: false, collective_size: None }
+    EntryView { entry: entry(), content, labels: None, held: false, collective_size: None, record: None }
 }
 
 fn wire_labels(taint: pb::Taint, scope: pb::Scope) -> Option<pb::Labels> {
@@ -526,7 +526,7 @@ fn a_working_set_keeps_summary_role_history_obligations_and_actions() {
             last_entry: 12,
             open_assignments: 1,
             grant: Some((Role::Speaker, s("kfg_ab…wxyz"))),
-            records: vec![],
+            records: vec![RecordId(3), RecordId(9)],
         },
         role: Some(Role::Governor),
         history: vec![
@@ -548,6 +548,7 @@ fn a_working_set_keeps_summary_role_history_obligations_and_actions() {
             last_entry: 12,
             open_assignments: 1,
             grant: Some(pb::LiveGrant { role: pb::Role::Speaker as i32, fingerprint: s("kfg_ab…wxyz") }),
+            records: vec![s("rec_3"), s("rec_9")],
         })),
         role: pb::Role::Governor as i32,
         history: vec![
@@ -640,6 +641,10 @@ fn an_entry_view_carries_its_labels_the_hold_and_the_collective_it_heads() {
     let wire = pb::EntryView::from(&held);
     assert_eq!((wire.held, wire.content), (true, None));
     assert_eq!(wire.labels, wire_labels(pb::Taint::Quarantined, pb::Scope::Fleet));
+    // COORDINATION §5.8: a record's write names the record and rev; any other entry none.
+    assert_eq!(pb::EntryView::from(&header).record, None);
+    let write = EntryView { record: Some((RecordId(4), 7)), ..entry_view(None) };
+    assert_eq!(pb::EntryView::from(&write).record, Some(pb::RecordRevisionRef { record: s("rec_4"), rev: 7 }));
 }
 
 #[test]

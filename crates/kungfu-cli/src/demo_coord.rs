@@ -5,8 +5,9 @@
 //! goals as one atomic action; each worker reads its mailbox, takes its rank's assignment and
 //! delivers; the lead gathers in rank order, folds the outputs (concat) and adopts each delivery;
 //! the lead posts a barrier to every speaker, each worker receives it and replies, and the barrier
-//! is released; last, the labels floor refuses a worker's private note and a quarantined one, and
-//! the note goes through once its author widens it. Every call goes through the SDK; any outcome
+//! is released; the labels floor refuses a worker's private note and a quarantined one, and the
+//! note goes through once its author widens it; last, two workers co-edit a shared record (their
+//! appends merge, a stale replace is refused with the three values and rebased). Every call goes through the SDK; any outcome
 //! other than the expected one stops the demo with a non-zero exit status naming the step.
 
 use crate::demo::{Agent, Settings, adopt, failed, heading, take_and_deliver, unexpected};
@@ -229,8 +230,87 @@ pub async fn run(settings: Settings) -> Result<(), CliError> {
         output::pin(&to.memory, to.version.into()),
         output::pin(&pin.memory, pin.version.into()),
     );
+    record_scene(lead, &workers[0], bo, &thread).await?;
     println!("\nCoordination demo complete: every step ended as expected.");
     Ok(())
+}
+
+/// Step 8 (COORDINATION §5): a shared record co-edited by two workers. Both read rev 1 and append a
+/// note on it: the second append is merged onto the newer rev. Both then change the state on the
+/// same rev: the second is refused `STALE_BASE` with base, current and proposed values, re-reads,
+/// and rebases its change onto the current rev.
+async fn record_scene(lead: &Agent, ada: &Agent, bo: &Agent, thread: &str) -> Result<(), CliError> {
+    use kungfu_client::record::body_text;
+    use kungfu_client::{NewRecord, Patch};
+    heading(8, "Two workers co-edit a shared record: appends merge, a stale replace is refused and rebased.");
+    let req = NewRecord::new(
+        thread,
+        "Release 1.5 checklist",
+        "open",
+        body_text("Ship when every check passes.", FLEET),
+        labeled_text("The release checklist, for everyone to edit.", FLEET),
+    );
+    let w = lead.client.create_record(req, None).await.map_err(|e| failed("create a record", e))?;
+    let record = match crate::demo::result(&w.value.receipt) {
+        Some(pb::receipt::Result::RecordCreated(r)) => r.record,
+        other => return Err(unexpected(format!("create a record answered {other:?}"))),
+    };
+    println!("  The lead created {record} (rev 1) with an entry of the thread; both workers read rev 1.");
+    let mut base = 1;
+    for (who, id, text) in [(ada, "rollback", "Rollback is covered."), (bo, "changelog", "Every fix links its issue.")]
+    {
+        let p = Patch::new(&record, 1, labeled_text("a finding", FLEET)).append_note(
+            id,
+            pb::NoteKind::Progress,
+            body_text(text, FLEET),
+        );
+        let w = who.client.patch_record(p, None).await.map_err(|e| failed("append a note", e))?;
+        let done = patched(&w.value.receipt)?;
+        base = done.rev;
+        let how = if done.merged { "merged onto the newer rev: appends commute" } else { "applied" };
+        println!("  {} appended note `{id}` on base rev 1: rev {} ({how}).", who.label(), done.rev);
+    }
+    let p = Patch::new(&record, base, labeled_text("ready", FLEET)).replace_state("ready");
+    let w = ada.client.patch_record(p, None).await.map_err(|e| failed("replace the state", e))?;
+    let after = patched(&w.value.receipt)?.rev;
+    println!("  {} set the state to \"ready\" on rev {base}: rev {after}.", ada.label());
+    let p = Patch::new(&record, base, labeled_text("blocked", FLEET)).replace_state("blocked");
+    match bo.client.patch_record(p, None).await {
+        Err(e) if e.record_conflict().is_some() => {
+            let c = e.record_conflict().ok_or_else(|| unexpected("no conflict"))?;
+            println!("  {} set the state to \"blocked\" on rev {base} too: refused STALE_BASE.", bo.label());
+            for line in crate::error::conflict_lines(c) {
+                println!("    {line}");
+            }
+        }
+        Err(e) => return Err(failed("replace the state on a stale base", e)),
+        Ok(_) => return Err(unexpected("a replace on a stale base was accepted")),
+    }
+    let v = bo
+        .client
+        .get_record(pb::GetRecordRequest { record: record.clone(), rev: None, audience: 0 })
+        .await
+        .map_err(|e| failed("read the record", e))?;
+    let p = Patch::new(&record, v.rev, labeled_text("blocked: the load test is pending", FLEET))
+        .replace_state("blocked")
+        .append_decision("ship", "open", "Ship with the load test pending?");
+    let w = bo.client.patch_record(p, None).await.map_err(|e| failed("rebase the change", e))?;
+    let rebased = patched(&w.value.receipt)?;
+    println!(
+        "  {} re-read rev {}, kept its change and opened a decision: rev {}. Nothing was lost and nothing overwritten silently.",
+        bo.label(),
+        v.rev,
+        rebased.rev
+    );
+    Ok(())
+}
+
+/// The record patch a receipt reports.
+fn patched(receipt: &Option<pb::Receipt>) -> Result<pb::RecordPatched, CliError> {
+    match crate::demo::result(receipt) {
+        Some(pb::receipt::Result::RecordPatched(p)) => Ok(p),
+        other => Err(unexpected(format!("a patch answered {other:?}"))),
+    }
 }
 
 /// The SDK error inside a coordination loop's error (the loops used here fail only by a call).

@@ -16,9 +16,19 @@ struct Env {
 
 impl Env {
     fn start() -> Env {
-        let cluster = Cluster::start(1, "");
-        let endpoint = cluster.nodes.values().map(|n| n.api.to_string()).next().expect("one node");
+        Env::start_nodes(1)
+    }
+
+    /// `n` nodes; commands go to every node unless they name one (`--endpoint`).
+    fn start_nodes(n: u64) -> Env {
+        let cluster = Cluster::start(n, "");
+        let endpoint = cluster.nodes.values().map(|n| n.api.to_string()).collect::<Vec<_>>().join(",");
         Env { _cluster: cluster, home: tempfile::tempdir().expect("tempdir"), endpoint }
+    }
+
+    /// The API address of the `i`th node.
+    fn node(&self, i: usize) -> String {
+        self.endpoint.split(',').nth(i).expect("a node").to_string()
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -168,6 +178,76 @@ fn coordination_commands_send_scatter_gather_and_barrier_through_the_cli() {
     assert_eq!(b["pending"], 0, "{b}");
 }
 
+/// Issue #17's "done when": two agents on different nodes edit one record through the command line;
+/// the second append, on a stale base, is merged; the second replace is refused with the three
+/// values (base, current, proposed) and the next step, as JSON and as text, and changes nothing.
+#[test]
+fn two_agents_on_different_nodes_edit_one_record_through_the_cli() {
+    let env = Env::start_nodes(3);
+    env.register("a");
+    env.register("b");
+    let (n1, n2) = (env.node(0), env.node(1));
+    let at = |node: &str, args: &[&str]| -> Vec<String> {
+        let mut all = vec!["--endpoint".to_string(), node.to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    };
+    let ok = |profile: &str, node: &str, args: &[&str]| {
+        let all = at(node, args);
+        env.ok(profile, &all.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let created = ok("a", &n1, &["thread", "create", "--text", "release", "--grant", "speaker"]);
+    let th = s(&created["receipt"]["result"]["thread_created"]["thread"]);
+    ok("b", &n2, &["thread", "join", &s(&created["grant_secret"])]);
+    let rec = ok("a", &n1, &["record", "create", &th, "--title", "Plan", "--body", "draft 1"]);
+    let rec = s(&rec["receipt"]["result"]["record_created"]["record"]);
+    // Both append on rev 1: the second is merged onto rev 2.
+    let first = ok("a", &n1, &["record", "patch", &rec, "--base-rev", "1", "--note", "n1=alpha"]);
+    assert_eq!(first["receipt"]["result"]["record_patched"]["rev"], 2, "{first}");
+    let second = ok("b", &n2, &["record", "patch", &rec, "--base-rev", "1", "--progress", "n2=beta"]);
+    let p = &second["receipt"]["result"]["record_patched"];
+    assert_eq!((p["rev"].clone(), p["merged"].clone()), (Value::from(3), Value::from(true)), "{second}");
+    // Both replace the state on rev 3: the second is refused with the three values.
+    ok("a", &n1, &["record", "patch", &rec, "--base-rev", "3", "--state", "review"]);
+    let stale = at(&n2, &["record", "patch", &rec, "--base-rev", "3", "--state", "done"]);
+    let stale: Vec<&str> = stale.iter().map(String::as_str).collect();
+    let e = env.fails("b", &stale, 5);
+    assert_eq!(
+        (s(&e["code"]), s(&e["next_step"]), s(&e["field"])),
+        ("STALE_BASE".into(), "retry".into(), "ops[0]".into())
+    );
+    assert_eq!(s(&e["fak_shared_reason"]), "STALE_BASE");
+    let c = &e["conflict"];
+    assert_eq!((s(&c["path"]), c["base_rev"].clone(), c["current_rev"].clone()), ("/state".into(), 3.into(), 4.into()));
+    assert_eq!((s(&c["base"]["text"]), s(&c["current"]["text"])), ("open".into(), "review".into()), "{e}");
+    assert_eq!(s(&c["proposed"]["text"]), "done");
+    let mut human = vec!["--profile", "b"];
+    human.extend_from_slice(&stale);
+    let out = env.run(&human);
+    assert_eq!(out.status.code(), Some(5));
+    let text = String::from_utf8_lossy(&out.stderr);
+    for line in [
+        "conflict: /state of",
+        "base     (rev 3): \"open\"",
+        "current  (rev 4): \"review\"",
+        "proposed:          \"done\"",
+        "patch again with --base-rev 4",
+        "next step: retry",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // Nothing of the refused patch was applied, on the node the other agent reads.
+    let v = ok("b", &n1, &["record", "show", &rec]);
+    assert_eq!((v["current_rev"].clone(), s(&v["state_text"])), (Value::from(4), "review".to_string()), "{v}");
+    let notes: Vec<String> = v["notes"].as_array().expect("notes").iter().map(|n| s(&n["id"])).collect();
+    assert_eq!(notes, ["n1", "n2"]);
+    let events = ok("a", &n2, &["record", "events", &rec]);
+    let revs: Vec<u64> =
+        events["events"].as_array().expect("events").iter().map(|e| e["rev"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(revs, [1, 2, 3, 4]);
+    assert_eq!(events["next_after_rev"], 4);
+}
+
 #[test]
 fn the_coordination_demo_runs_to_its_end() {
     let env = Env::start();
@@ -176,9 +256,18 @@ fn the_coordination_demo_runs_to_its_end() {
     let out = env.run(&["demo", "coord", "--endpoint", &env.endpoint]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "the demo failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    for line in
-        ["rank 2:", "Combined (concat, rank order)", "is released", "TRUST_VIOLATION", "Coordination demo complete"]
-    {
+    for line in [
+        "rank 2:",
+        "Combined (concat, rank order)",
+        "is released",
+        "TRUST_VIOLATION",
+        "merged onto the newer rev",
+        "refused STALE_BASE",
+        "base     (rev 3): \"open\"",
+        "current  (rev 4): \"ready\"",
+        "proposed:          \"blocked\"",
+        "Coordination demo complete",
+    ] {
         assert!(stdout.contains(line), "missing {line:?}:\n{stdout}");
     }
 }

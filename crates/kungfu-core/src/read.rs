@@ -245,6 +245,8 @@ pub struct EntryView {
     pub held: bool,
     /// Design §4.4: the number of ranks when this entry heads a collective.
     pub collective_size: Option<u32>,
+    /// Design §5.8: the shared record and rev this entry wrote, when it is a record's write.
+    pub record: Option<(RecordId, u32)>,
 }
 
 pub fn read_entry(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: EntrySeq) -> ReadResult<EntryView> {
@@ -254,7 +256,11 @@ pub fn read_entry(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: 
     };
     let (labels, held, content) = crate::coord::read::labeled_content(state, &entry)?;
     let collective_size = state.collective(thread, seq)?.map(|c| c.ranks.len() as u32);
-    Ok(EntryView { entry, content, labels, held, collective_size })
+    let record = match state.index(&keys::entry_record(thread, seq))? {
+        Some(IndexRef::RecordRev { record, rev }) => Some((record, rev)),
+        _ => None,
+    };
+    Ok(EntryView { entry, content, labels, held, collective_size, record })
 }
 
 /// A page of a thread's entries (structure only; content on demand through [`read_entry`]).
