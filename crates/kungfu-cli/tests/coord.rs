@@ -246,6 +246,18 @@ fn two_agents_on_different_nodes_edit_one_record_through_the_cli() {
         events["events"].as_array().expect("events").iter().map(|e| e["rev"].as_u64().unwrap_or(0)).collect();
     assert_eq!(revs, [1, 2, 3, 4]);
     assert_eq!(events["next_after_rev"], 4);
+    // Once the thread is closed, a watch prints the revs after its cursor and ends by itself.
+    ok("a", &n1, &["thread", "close", &th]);
+    let watch = at(&n2, &["--json", "--profile", "b", "record", "watch", &rec, "--after", "2"]);
+    let out = env.run(&watch.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "record watch: {}", String::from_utf8_lossy(&out.stderr));
+    let watched: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("one JSON event per line")["event"]["rev"].as_u64().unwrap_or(0)
+        })
+        .collect();
+    assert_eq!(watched, [3, 4], "the revs after the cursor, once each");
 }
 
 #[test]
