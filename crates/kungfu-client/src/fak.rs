@@ -113,7 +113,7 @@ impl FakError {
     }
 
     /// The `fak.shared-patch-result.v1` a fak writer gets for an envelope refused at conversion:
-    /// `denied`, echoing its `task_id` and `base_rev` when they have fak's shape ([`NO_REV`]
+    /// `denied`, echoing its `task_id` and `base_rev` when they have fak's shape ([`no_rev`]
     /// otherwise), and the current rev is not known here, so it repeats the base.
     pub fn patch_result(&self, envelope: &Value) -> Value {
         let task_id = envelope
@@ -749,7 +749,7 @@ fn op_at(v: &Value, ptr: &str) -> Result<pb::PatchOp, FakError> {
 /// A `fak.shared-patch.v1` as our `PatchRecordRequest`. `base_rev` is resolved in `revs`; the
 /// message becomes new labeled content (taint `tainted` unless the `kungfu` extension says
 /// otherwise, scope the patch's `scope`). The idempotency key is empty (the SDK fills it in)
-/// unless the extension carries one.
+/// unless the extension carries one; [`idempotency_key`] gives a replay-safe one.
 pub fn patch_from_fak(envelope: &Value, revs: &Revs) -> Result<pb::PatchRecordRequest, FakError> {
     let o = obj(envelope, "")?;
     let schema = string(o, "", "schema")?;
@@ -830,6 +830,15 @@ pub fn patch_from_fak(envelope: &Value, revs: &Revs) -> Result<pb::PatchRecordRe
         message: Some(pb::LabeledBody { kind: Some(message) }),
         ask,
     })
+}
+
+/// An idempotency key for a fak patch envelope: `fak-` and the hex SHA-256 of its canonical JSON.
+/// fak's patches carry no key, and its fold re-applies a replayed patch (design §12 item 16); an
+/// adapter that sends a fak patch with this key (when the envelope's `kungfu` extension names
+/// none) gets the first receipt back when the same envelope arrives again (L3), whatever its key
+/// order or whitespace.
+pub fn idempotency_key(envelope: &Value) -> String {
+    format!("fak-{}", sha256_hex(canonical_json(envelope).as_bytes()))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -469,7 +469,60 @@ fn a2_external_body_with_a_certificate() {
 }
 
 #[test]
+fn a2_a_replayed_patch_keeps_its_key_and_its_result() {
+    // fak re-applies a replayed patch and answers DUPLICATE_NOTE; we key it, so the server returns
+    // the first receipt, and the same receipt gives the same result.
+    let env = fak_patch(
+        &rev(1),
+        "fleet",
+        json!([{"op": "append", "path": "/notes", "value": {
+            "note_id": "n1", "kind": "comment",
+            "body_ref": {"kind": "inline", "content": "hi", "bytes": 2, "taint": "tainted", "scope": "fleet", "durability": "turn"}
+        }}]),
+    );
+    let reordered: Value = serde_json::from_str(&serde_json::to_string_pretty(&env).expect("text")).expect("json");
+    let key = fak::idempotency_key(&env);
+    assert_eq!(fak::idempotency_key(&reordered), key);
+    assert!(key.starts_with("fak-") && key.len() == 68, "{key}");
+    let mut other = env.clone();
+    other["message"] = json!("another patch");
+    assert_ne!(fak::idempotency_key(&other), key);
+    let req = fak::patch_from_fak(&env, &revs()).expect("converts");
+    assert_eq!(fak::patch_from_fak(&reordered, &revs()).expect("converts"), req);
+    let first = result(&req, &rev(1), &rev(2), Outcome::Accepted(&patched(1, 2, false)));
+    let replay = result(&req, &rev(1), &rev(2), Outcome::Accepted(&patched(1, 2, false)));
+    assert_eq!(first, replay);
+}
+
+#[test]
 fn a2_duplicate_ids_and_missing_decisions_are_manual_conflicts() {
+    // A different request reusing a note id, an artifact id (accepted by fak: a gap), a decision id.
+    let env = fak_patch(
+        &rev(1),
+        "fleet",
+        json!([
+            {"op": "append", "path": "/notes", "value": {"note_id": "n1", "kind": "comment", "body_ref": {
+                "kind": "pin", "digest": "sha256:x", "bytes": 0, "taint": "tainted", "scope": "fleet",
+                "durability": "durable", "pin": {"memory": "mem_3", "version": 1}}}},
+            {"op": "append", "path": "/artifacts", "value": {"artifact_id": "a1", "ref": "sha256:a1", "media_type": "text/plain",
+                "taint": "tainted", "scope": "fleet", "store": "s3", "deletion_certificate": "sha256:c"}}
+        ]),
+    );
+    let req = fak::patch_from_fak(&env, &revs()).expect("converts");
+    for (i, field, shared, path) in [
+        (0, "ops[0].append_note.note_id", SharedReason::DuplicateNote, "/notes"),
+        (1, "ops[1].append_artifact.artifact_id", SharedReason::DuplicateArtifact, "/artifacts"),
+    ] {
+        let dup = Rejection::field(Code::DuplicateId, field, "used").with_fak_shared(shared);
+        let v = result(&req, &rev(1), &rev(1), Outcome::Rejected(&dup));
+        assert_eq!((v["verdict"].as_str(), v["reason"].as_str()), (Some("conflict"), Some(shared.as_str())));
+        assert_eq!(v["conflict"]["path"], path);
+        assert_eq!(v["conflict"]["resolution"], "manual");
+        let id_key = if i == 0 { "note_id" } else { "artifact_id" };
+        assert_eq!(v["conflict"]["proposed_value"][id_key], env["ops"][i]["value"][id_key], "the op's value, proposed");
+        assert_refusal_invariants(&v, Code::DuplicateId);
+    }
+
     let env = fak_patch(
         &rev(1),
         "fleet",
