@@ -476,12 +476,13 @@ fn task_content(view: &pb::RecordView) -> Map<String, Value> {
     m
 }
 
+/// What a view says beyond fak's fields. Not the record's latest rev: a later rev must change
+/// neither this rev's string nor a journal's digests.
 fn view_extension(view: &pb::RecordView) -> Value {
     json!({
         "record": view.id,
         "thread": view.thread,
         "rev": view.rev,
-        "current_rev": view.current_rev,
         "scope": scope_name(view.scope).unwrap_or("unspecified"),
         "editors": editors_name(view.editors),
         "audience": scope_name(view.audience).unwrap_or("fleet"),
@@ -499,9 +500,6 @@ pub fn rev_digest(view: &pb::RecordView) -> String {
     let mut m = task_content(view);
     m.insert("encoding".into(), "kungfu.record-rev.v1".into());
     m.insert("record".into(), view_extension(view));
-    if let Some(Value::Object(ext)) = m.get_mut("record") {
-        ext.remove("current_rev"); // a later rev must not change this one's string
-    }
     digest(&Value::Object(m))
 }
 
@@ -639,6 +637,9 @@ fn body_input_at(v: &Value, ptr: &str) -> Result<pb::RecordBodyInput, FakError> 
         "pin" => Kind::Pin(pin_at(o, ptr)?),
         "inline" => {
             let content = string(o, ptr, "content")?;
+            if o.contains_key("bytes") && u64_at(o, ptr, "bytes", None)? != content.len() as u64 {
+                return Err(FakError::unsupported(format!("{ptr}/bytes"), "is not the size of `content`"));
+            }
             if let Some(d) = opt_string(o, ptr, "digest")? {
                 let want = format!("sha256:{}", sha256_hex(content.as_bytes()));
                 if d != want {
