@@ -37,6 +37,9 @@
 //!   receive ([`Client::recv`], [`coord::Mailbox`]), gather in rank order and its fold
 //!   ([`Client::gather`], [`Client::gather_and_combine`]), barrier and its wait
 //!   ([`Client::barrier`], [`Client::wait_barrier`]), broadcast ([`Client::broadcast`]).
+//! - [`fak`]: the fak envelopes (COORDINATION §5.10): our shared record to and from
+//!   `fak.shared-task.v1`, `-patch`, `-patch-result`, `-event`, `-artifact-ref` and `-task-journal`,
+//!   with their rev strings and digests over canonical JSON, for a fak adapter.
 //! - [`error`]: [`Error`], the transport failures ([`Transport`], [`TransportKind`]) and [`Written`].
 //! - [`reduce`]: the gather reductions ([`reduce::combine`]), pure folds of members' outputs.
 //! - [`group`]: rank, split and spawn over a group's member ids (`kungfu_core::coord::group`,
@@ -53,6 +56,7 @@ pub mod calls;
 pub mod client;
 pub mod coord;
 pub mod error;
+pub mod fak;
 pub mod record;
 pub mod reduce;
 pub mod topology;
