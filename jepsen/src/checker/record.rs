@@ -515,20 +515,15 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                             w.clone(),
                             format!("{at}: {} was acknowledged but note {id} is absent", k.name()),
                         ),
-                        Some(r)
-                            if *r != a.rev
-                                && by_id.get(&(f.record.as_str(), id.as_str())).is_some_and(|ks| ks.len() == 1) =>
-                        {
-                            v.flag(
-                                "ack_mismatch",
-                                w.clone(),
-                                format!(
-                                    "{at}: {} was acknowledged as rev {} but note {id} was added at rev {r}",
-                                    k.name(),
-                                    a.rev
-                                ),
-                            )
-                        }
+                        Some(r) if *r != a.rev => v.flag(
+                            "ack_mismatch",
+                            w.clone(),
+                            format!(
+                                "{at}: {} was acknowledged as rev {} but note {id} was added at rev {r}",
+                                k.name(),
+                                a.rev
+                            ),
+                        ),
                         Some(_) => {}
                     }
                 }
