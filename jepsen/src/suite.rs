@@ -1,5 +1,5 @@
 //! Suites: the `ci` profile (every workload once under its nemeses, plus canaries that must be
-//! found INVALID; about eleven minutes) and the `nightly` profile (five nodes, every workload under
+//! found INVALID; about twelve minutes) and the `nightly` profile (five nodes, every workload under
 //! every nemesis, long runs, for a soak by hand).
 
 use crate::checker::Validity;
@@ -76,8 +76,10 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             big_entries(base(s, "big-entries", &[PartitionNode, Pause, Kill], 30, 3, 9)),
             base(s, "scatter", &[KillLeader, PartitionHalves], 30, 3, 10),
             base(s, "messages", &[PartitionNode, Kill, Pause], 30, 3, 11),
+            base(s, "record-append", &[PartitionHalves, KillLeader], 30, 3, 12),
             canary(s, "replay", "skip-dedup", &[PartitionHalves, Pause], 20, 6),
             canary(s, "deadlines", "early-deadlines", &[], 20, 7),
+            canary(s, "record-append", "record-lww", &[], 20, 13),
         ],
         "nightly" => {
             let mut runs = Vec::new();
@@ -103,12 +105,13 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             runs.push(canary(s, "deadlines", "early-deadlines", &[KillLeader], 120, i + 1));
             // The coordination workloads come last, so every earlier run keeps its seed.
             i += 2;
-            for w in ["scatter", "messages"] {
+            for w in ["scatter", "messages", "record-append"] {
                 for g in groups {
                     runs.push(base(s, w, g, 300, 5, i));
                     i += 1;
                 }
             }
+            runs.push(canary(s, "record-append", "record-lww", &[PartitionHalves], 120, i));
             runs
         }
         other => anyhow::bail!("unknown profile {other:?}; known: ci, nightly"),

@@ -347,7 +347,15 @@ impl Backend {
                 format!("canary-{}-{}", provisional.0, CANARY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             key = kungfu_types::IdempotencyKey::new(fresh).unwrap_or(key);
         }
-        let cmd = Command::new(principal, keyed.action, Some(key), provisional);
+        let mut action = keyed.action;
+        if crate::canary::armed("record-lww")
+            && let kungfu_core::Action::PatchRecord { record, base_rev, .. } = &mut action
+            && let Ok(Some(r)) = self.node.state.read_latest(|s| s.shared_record(*record))
+        {
+            // Last writer wins: the patch is decided as if its writer had read the current rev.
+            *base_rev = r.rev;
+        }
+        let cmd = Command::new(principal, action, Some(key), provisional);
         // A routing decision (apply decides again): the latest state, with no snapshot to take.
         let object = kungfu_core::actor_object(&self.node.state.live(), &cmd.action)
             .map_err(|e| status(Code::Unavailable, e.to_string()))?;

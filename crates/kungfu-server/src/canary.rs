@@ -9,6 +9,10 @@
 //! - `early-deadlines`: the deadline scheduler treats deadlines as due three seconds early and
 //!   stamps its expiries three seconds ahead (breaks L4; the `deadlines` workload must report
 //!   obligations ended before their due time).
+//! - `record-lww`: the leader rewrites a `PatchRecord`'s `base_rev` to the record's current rev
+//!   before deciding it (last writer wins), so a replace on a stale base is accepted instead of
+//!   refused `STALE_BASE` (breaks COORDINATION §5.6; the `record-append` workload must report an
+//!   acknowledged replace whose base was not the rev before it).
 
 /// How far ahead `early-deadlines` fires.
 pub const EARLY_BY_MICROS: u64 = 3_000_000;

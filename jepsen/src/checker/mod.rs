@@ -16,6 +16,7 @@
 //! | [`turn`] | turn | each turn read equals the turn `kungfu-core` derives from the facts at that read's point; no obligation ends twice (§8, L1, L5) |
 //! | [`scatter`] | scatter | a scatter is all or nothing on every node: header, one goal entry and assignment per requested member, a collective in ascending member id; acknowledged ones everywhere, refused ones (a non-member rank: `INVALID_TARGET`) nowhere; one collective per key (COORDINATION §4.3–§4.5) |
 //! | [`messages`] | messages | no acknowledged send lost, none duplicated, none from nowhere; replays return the same entry; every mailbox page is exactly the entries after its cursor, with no gap and no duplicate (COORDINATION §3.3, §3.5; L1, L3) |
+//! | [`record`] | record-append | no acknowledged append lost, no note id twice or from nowhere, revs dense and increasing, no read behind an earlier acknowledgment, no replace accepted on a stale base, replays answer one rev, nodes agree (COORDINATION §5.4–§5.8; L1, L3, L5) |
 //! | [`no_success`] | every run | a run in which nothing succeeded proves nothing and is invalid |
 
 pub mod admission;
@@ -23,6 +24,7 @@ pub mod deadlines;
 pub mod facts;
 pub mod messages;
 pub mod no_success;
+pub mod record;
 pub mod replay;
 pub mod scatter;
 pub mod seq;
@@ -206,10 +208,11 @@ pub enum Workload {
     Turn,
     Scatter,
     Messages,
+    Record,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Admission,
         Workload::Deadlines,
         Workload::Replay,
@@ -218,6 +221,7 @@ impl Workload {
         Workload::Turn,
         Workload::Scatter,
         Workload::Messages,
+        Workload::Record,
     ];
 
     pub fn name(self) -> &'static str {
@@ -230,6 +234,7 @@ impl Workload {
             Workload::Turn => "turn",
             Workload::Scatter => "scatter",
             Workload::Messages => "messages",
+            Workload::Record => "record-append",
         }
     }
 }
@@ -261,6 +266,7 @@ pub struct CheckOptions {
     pub turn: turn::Options,
     pub scatter: scatter::Options,
     pub messages: messages::Options,
+    pub record: record::Options,
     pub no_success: no_success::Options,
 }
 
@@ -295,6 +301,7 @@ pub fn check_workload(workload: Workload, history: &History, opts: &CheckOptions
         Workload::Turn => turn::check(history, &opts.turn),
         Workload::Scatter => scatter::check(history, &opts.scatter),
         Workload::Messages => messages::check(history, &opts.messages),
+        Workload::Record => record::check(history, &opts.record),
     };
     let always = no_success::check(history, &opts.no_success);
     Report::from_verdicts(workload.name(), vec![main, always])

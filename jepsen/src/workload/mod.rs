@@ -9,6 +9,7 @@ pub mod admission;
 pub mod deadlines;
 pub mod facts;
 pub mod messages;
+pub mod record;
 pub mod replay;
 pub mod scatter;
 pub mod seq;
@@ -130,8 +131,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>> {
         "turn" => Box::new(turn::Turn::default()),
         "scatter" => Box::new(scatter::Scatter::default()),
         "messages" => Box::new(messages::Messages::default()),
+        "record-append" => Box::new(record::RecordAppend::default()),
         other => anyhow::bail!(
-            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages"
+            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages, record-append"
         ),
     })
 }
