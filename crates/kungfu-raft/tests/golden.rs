@@ -320,7 +320,7 @@ async fn state_machine_meta_and_snapshot_meta_are_stored_as_their_golden_bytes()
 /// `kungfu-core/tests/golden.rs`), under the shard (u16, big-endian) then the core key.
 #[test]
 fn state_records_are_the_envelope_around_the_core_bytes() {
-    assert_eq!(kungfu_storage::SHARD, 0);
+    assert_eq!(kungfu_storage::SHARD, kungfu_types::GroupId::ZERO);
     assert_eq!(envelope::V1, 1);
     let record = kungfu_core::Record::Counters(kungfu_core::model::Counters {
         seq: 100,

@@ -391,6 +391,11 @@ fn closed() -> Error {
 }
 
 impl StateRead for LiveView {
+    /// The state of this store is [`SHARD`]'s: its keys carry that prefix.
+    fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         self.view()?.get(key)
     }
@@ -427,6 +432,11 @@ impl CachedView<'_> {
 }
 
 impl StateRead for CachedView<'_> {
+    /// The state of this store is [`SHARD`]'s: its keys carry that prefix.
+    fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         if let Some(record) = self.hot.records.get(key) {
             return Ok(Some(record));
@@ -471,6 +481,11 @@ impl RocksView<'_> {
 }
 
 impl StateRead for RocksView<'_> {
+    /// The state of this store is [`SHARD`]'s: its keys carry that prefix.
+    fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         let cf = family_cf(self.db, key)?;
         match self.db.get_cf_opt(cf, storage_key(key), &self.opts()).map_err(rocks_err)? {
