@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Table of contents:
-//! - [`envelope`]: the one place persisted values are encoded (a version byte, then bincode).
+//! - [`envelope`]: the one place persisted values are encoded (a version byte, then bincode), and
+//!   the grouped form of values that name their raft group.
 //! - [`data_dir`]: opening a data directory safely: identity checks, never a silent re-initialisation.
 //! - [`log_store`]: entries and vote, durable (WAL synced) before any append or vote is acknowledged.
 //! - [`log_writer`]: group commit: appends written unsynced, one WAL sync for all queued so far,

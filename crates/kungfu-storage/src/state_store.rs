@@ -550,3 +550,18 @@ impl StateRead for RocksView<'_> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Golden bytes of the storage key (issue #19, deliverable 3): the group's two bytes
+    /// (`SHARD`, group 0: `0000`, as every key ever written), then the core key.
+    #[test]
+    fn a_storage_key_is_the_group_then_the_core_key() {
+        assert_eq!(SHARD, kungfu_types::GroupId::ZERO);
+        let counters = kungfu_core::keys::counters(SHARD);
+        assert_eq!(hex::encode(storage_key(&counters)), "00000001");
+        assert_eq!(hex::encode(kungfu_types::GroupId(5).to_be_bytes()), "0005", "group 5's prefix");
+    }
+}

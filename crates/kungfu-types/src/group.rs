@@ -25,9 +25,12 @@
 //! The group is the one that allocated the id, from a counter in its own state (no global counter:
 //! replicas of one group agree because the counter is replicated state, and two groups never
 //! allocate the same id because their high bits differ). In group 0 the id is the sequence itself,
-//! so every id allocated so far, and its text (`th_7`), keeps its meaning. The partition bits say
-//! where an id was born, not where its object lives now: placement hashes the whole id
-//! (`docs/scaling.md` §3.1), and a split or a move does not rename anything.
+//! so every id allocated so far, and its text (`th_7`), keeps its meaning. The top bits say which
+//! partition allocated the id, not where its object lives now; today a group's partition is its
+//! own id. When a group holds several partitions, the allocator is called with the anchor's
+//! partition instead, and a partition's counter moves with it, so ids stay unique and can route
+//! by their partition; partition 0, holding every id allocated before groups, is placed by the
+//! hash of the whole id (`docs/scaling.md` §3.1, §3.3, §11). A split or a move renames nothing.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
