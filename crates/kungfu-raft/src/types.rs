@@ -26,6 +26,10 @@ impl fmt::Display for Node {
 }
 
 /// What the replicated log carries, inside a [`Payload`] that names its group.
+///
+/// A new variant is appended here and, for group 0's bare encoding, to `PayloadRef` and
+/// `PayloadOwned` after `InGroup`, whose index 3 is taken: there the new variant's index is one
+/// more than here (the `match` in `Payload::serialize` does not compile until it is mapped).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// A protocol command, applied by `kungfu_core::apply` on every replica.
