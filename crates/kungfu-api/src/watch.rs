@@ -9,7 +9,7 @@ use crate::pb;
 use crate::request::timeline_query;
 use kungfu_core::model::{Entry, ObligationId};
 use kungfu_core::read::{Cursor, TurnItem};
-use kungfu_types::{AgentId, EntrySeq, ThreadId};
+use kungfu_types::{AgentId, EntrySeq, GroupId, ThreadId};
 use std::collections::BTreeMap;
 
 /// The arguments of `WatchThread`.
@@ -40,25 +40,43 @@ pub fn watch_turn_query(req: &pb::WatchTurnRequest) -> Result<Option<TurnCursor>
 
 // --- Turn cursor ----------------------------------------------------------------------------------
 
+/// A cursor of group 0: the version, the index (u64 big-endian), the digest; 41 bytes. Every cursor
+/// handed out before groups existed, and every cursor of group 0 still.
 const TURN_CURSOR_VERSION: u8 = 1;
+/// A cursor of any other group (issue #19, deliverable 3): the version, the group (u16
+/// big-endian), then as version 1; 43 bytes. Never names group 0: one form per cursor.
+const TURN_CURSOR_VERSION_GROUPED: u8 = 2;
 
 /// What a turn watcher has seen: the turn whose [`turn_digest`] is `digest`, computed at
-/// `applied_index`. Only the digest decides whether a resumed stream must resend the turn; the
+/// `applied_index` of `group`'s log (the index counts one group's entries, so the cursor names
+/// it). Only the digest and the group decide whether a resumed stream must resend the turn; the
 /// index is carried for clients and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TurnCursor {
+    pub group: GroupId,
     pub applied_index: u64,
     pub digest: [u8; 32],
 }
 
 impl TurnCursor {
-    /// The opaque text form: hex of a version byte, the index (big-endian) and the digest.
+    /// The opaque text form: hex of a version byte, the group unless it is group 0, the index
+    /// (big-endian) and the digest. Pinned in `tests::turn_cursors_keep_their_golden_bytes`.
     pub fn encode(&self) -> String {
-        let mut b = Vec::with_capacity(41);
-        b.push(TURN_CURSOR_VERSION);
+        let mut b = Vec::with_capacity(43);
+        if self.group == GroupId::ZERO {
+            b.push(TURN_CURSOR_VERSION);
+        } else {
+            b.push(TURN_CURSOR_VERSION_GROUPED);
+            b.extend_from_slice(&self.group.to_be_bytes());
+        }
         b.extend_from_slice(&self.applied_index.to_be_bytes());
         b.extend_from_slice(&self.digest);
         Cursor(b).to_hex()
+    }
+
+    /// Whether this cursor describes exactly the turn of `group` whose digest is `digest`.
+    pub fn confirms(&self, group: GroupId, digest: &[u8; 32]) -> bool {
+        self.group == group && &self.digest == digest
     }
 
     /// Parses a cursor sent back by a client; empty is none.
@@ -68,14 +86,19 @@ impl TurnCursor {
         }
         let bad = || FieldError::new("cursor", "is not a cursor returned by WatchTurn");
         let bytes = Cursor::from_hex(text).map_err(|_| bad())?.0;
-        if bytes.len() != 41 || bytes[0] != TURN_CURSOR_VERSION {
-            return Err(bad());
-        }
+        let (group, rest) = match (bytes.first(), bytes.len()) {
+            (Some(&TURN_CURSOR_VERSION), 41) => (GroupId::ZERO, &bytes[1..]),
+            (Some(&TURN_CURSOR_VERSION_GROUPED), 43) => match GroupId(u16::from_be_bytes([bytes[1], bytes[2]])) {
+                GroupId::ZERO => return Err(bad()),
+                g => (g, &bytes[3..]),
+            },
+            _ => return Err(bad()),
+        };
         let mut index = [0u8; 8];
-        index.copy_from_slice(&bytes[1..9]);
+        index.copy_from_slice(&rest[..8]);
         let mut digest = [0u8; 32];
-        digest.copy_from_slice(&bytes[9..]);
-        Ok(Some(TurnCursor { applied_index: u64::from_be_bytes(index), digest }))
+        digest.copy_from_slice(&rest[8..]);
+        Ok(Some(TurnCursor { group, applied_index: u64::from_be_bytes(index), digest }))
     }
 }
 
@@ -125,11 +148,19 @@ impl TurnDelta {
     pub fn into_events(self, cursor: &TurnCursor, max_items: usize) -> Vec<pb::TurnEvent> {
         let max_items = max_items.max(1);
         let mut events = Vec::new();
-        let mut current =
-            pb::TurnEvent { reset: self.reset, applied_index: cursor.applied_index, ..Default::default() };
+        let mut current = pb::TurnEvent {
+            reset: self.reset,
+            applied_index: cursor.applied_index,
+            group: u32::from(cursor.group.0),
+            ..Default::default()
+        };
         let mut count = 0;
         let flush = |current: &mut pb::TurnEvent, events: &mut Vec<pb::TurnEvent>, count: &mut usize| {
-            let next = pb::TurnEvent { applied_index: cursor.applied_index, ..Default::default() };
+            let next = pb::TurnEvent {
+                applied_index: cursor.applied_index,
+                group: u32::from(cursor.group.0),
+                ..Default::default()
+            };
             events.push(std::mem::replace(current, next));
             *count = 0;
         };
@@ -169,8 +200,8 @@ pub fn apply_delta(copy: &mut BTreeMap<ObligationId, TurnItem>, delta: &TurnDelt
 // --- Thread events --------------------------------------------------------------------------------
 
 /// One batch of consecutive entries.
-pub fn thread_event(entries: &[Entry], applied_index: u64) -> pb::ThreadEvent {
-    pb::ThreadEvent { entries: entries.iter().map(pb::Entry::from).collect(), applied_index }
+pub fn thread_event(entries: &[Entry], group: GroupId, applied_index: u64) -> pb::ThreadEvent {
+    pb::ThreadEvent { entries: entries.iter().map(pb::Entry::from).collect(), applied_index, group: u32::from(group.0) }
 }
 
 #[cfg(test)]
@@ -196,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_cursor_round_trips_and_anything_else_is_refused_naming_the_field() {
-        let c = TurnCursor { applied_index: 42, digest: [7; 32] };
+        let c = TurnCursor { group: GroupId::ZERO, applied_index: 42, digest: [7; 32] };
         assert_eq!(TurnCursor::parse(&c.encode()).expect("parses"), Some(c));
         assert_eq!(TurnCursor::parse("").expect("empty"), None);
         for bad in ["zz", "00", &c.encode()[2..], &format!("02{}", &c.encode()[2..])] {
@@ -205,6 +236,31 @@ mod tests {
         }
         let e = watch_turn_query(&pb::WatchTurnRequest { cursor: "x".into() }).expect_err("bad");
         assert_eq!(e.field, "cursor");
+    }
+
+    /// Issue #19, deliverable 3: a cursor names the group whose log its index counts. Group 0's
+    /// cursor is the version-1 form every client may hold (byte for byte as before groups);
+    /// another group's is version 2 with the group after the version byte.
+    #[test]
+    fn turn_cursors_keep_their_golden_bytes() {
+        let digest = [0xab; 32];
+        let g0 = TurnCursor { group: GroupId::ZERO, applied_index: 0x0102, digest };
+        let g5 = TurnCursor { group: GroupId(5), ..g0 };
+        let ab = "ab".repeat(32);
+        let g0_text = format!("010000000000000102{ab}");
+        let g5_text = format!("0200050000000000000102{ab}");
+        assert_eq!(g0.encode(), g0_text);
+        assert_eq!(g5.encode(), g5_text);
+        assert_eq!(TurnCursor::parse(&g0_text).expect("parses"), Some(g0));
+        assert_eq!(TurnCursor::parse(&g5_text).expect("parses"), Some(g5));
+        // One form per cursor: version 2 never names group 0.
+        let e = TurnCursor::parse(&format!("0200000000000000000102{ab}")).expect_err("group 0 as version 2");
+        assert_eq!(e.field, "cursor");
+        // A cursor confirms only its own group's turn.
+        assert!(g0.confirms(GroupId::ZERO, &digest) && !g5.confirms(GroupId::ZERO, &digest));
+        let events = TurnDelta::default().into_events(&g5, 10);
+        assert_eq!((events[0].group, events[0].applied_index), (5, 0x0102));
+        assert_eq!(thread_event(&[], GroupId(5), 9).group, 5);
     }
 
     #[test]
@@ -244,7 +300,7 @@ mod tests {
         let items: Vec<TurnItem> = (1..=5).map(|n| item(n, n * 10, NextStep::Deliver)).collect();
         let mut delta = TurnDelta::reset(&items);
         delta.removed = vec![ObligationId::AssignmentDelivery(AssignmentId(9))];
-        let cursor = TurnCursor { applied_index: 7, digest: [1; 32] };
+        let cursor = TurnCursor { group: GroupId::ZERO, applied_index: 7, digest: [1; 32] };
         let events = delta.into_events(&cursor, 2);
         assert_eq!(events.len(), 3);
         assert_eq!(events.iter().map(|e| e.reset).collect::<Vec<_>>(), vec![true, false, false]);

@@ -6,8 +6,8 @@
 use crate::action::{ActionKind, Principal};
 use crate::model::{ItemKind, ObligationId, OpportunityId, RecordField};
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, IdempotencyKey, MemoryId, ObjectRef, RecordId, SecretHash, TaskId,
-    ThreadId, Timestamp, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, GroupId, IdempotencyKey, MemoryId, ObjectRef, RecordId, SecretHash,
+    TaskId, ThreadId, Timestamp, Version,
 };
 
 /// A key: family byte, then the family's fields.
@@ -108,12 +108,24 @@ impl K {
     }
 }
 
-pub fn counters() -> Key {
-    K::new(Family::Meta, 1).done()
+/// The last allocated id of each kind and the fact sequence of one group (issue #19, deliverable
+/// 3: no global counter). Group 0's key is `[Meta, 1]`, the key of the one counter before groups
+/// existed; any other group's key appends its id (u16, big-endian). A group's own state holds only
+/// its own counter (storage already prefixes every key with the group); the group in the key keeps
+/// two groups' counters apart wherever their states meet (a merge, a range moved between groups),
+/// so no id and no fact position is ever issued twice.
+pub fn counters(group: GroupId) -> Key {
+    grouped(K::new(Family::Meta, 1), group)
 }
-/// Design §8.1: the last allocated record id (its own key: `Counters` never gains a field, R4).
-pub fn record_counter() -> Key {
-    K::new(Family::Meta, 2).done()
+/// Design §8.1: the last allocated record id (its own key: `Counters` never gains a field, R4),
+/// per group like [`counters`].
+pub fn record_counter(group: GroupId) -> Key {
+    grouped(K::new(Family::Meta, 2), group)
+}
+
+/// Group 0's key as it always was; another group's with its id appended.
+fn grouped(k: K, group: GroupId) -> Key {
+    if group == GroupId::ZERO { k.done() } else { k.bytes(&group.to_be_bytes()).done() }
 }
 
 // Records -------------------------------------------------------------------------------------

@@ -52,4 +52,4 @@ pub use engine::{Applied, Precheck, apply, precheck};
 pub use fact::{ExpiryResult, Fact, JournaledFact, Verdict};
 pub use limits::{CoordLimits, Limits};
 pub use receipt::{ActionResult, GrantReceipt, Receipt, StoredReceipt};
-pub use state::{Changeset, MemState, Record, StateError, StateExt, StateRead, Tx, obligation_object};
+pub use state::{Changeset, InGroup, MemState, Record, StateError, StateExt, StateRead, Tx, obligation_object};

@@ -8,7 +8,8 @@ use crate::keys::{self, Key};
 use crate::model::*;
 use crate::receipt::StoredReceipt;
 use kungfu_types::{
-    AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, RecordId, SecretHash, TaskId, ThreadId, Version,
+    AgentId, AssignmentId, EngagementId, EntrySeq, GroupId, MemoryId, ObjectRef, RecordId, SecretHash, TaskId,
+    ThreadId, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -92,6 +93,13 @@ pub trait StateRead {
     /// Keys that start with `prefix` and are strictly smaller than `before` (if given),
     /// descending, at most `limit` of them.
     fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError>;
+
+    /// The raft group whose state this is (issue #19, deliverable 3): its counters are its own
+    /// ([`keys::counters`]) and it allocates ids in its own partition ([`kungfu_types::group`]).
+    /// Group 0, the one group of today, unless the store holds another.
+    fn group(&self) -> GroupId {
+        GroupId::ZERO
+    }
 }
 
 impl<T: StateRead + ?Sized> StateRead for &T {
@@ -103,6 +111,32 @@ impl<T: StateRead + ?Sized> StateRead for &T {
     }
     fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
         (**self).scan_rev(prefix, before, limit)
+    }
+    fn group(&self) -> GroupId {
+        (**self).group()
+    }
+}
+
+/// A state read as the state of `group`: for tests and tools that run the core as a group other
+/// than group 0 over an in-memory state.
+#[derive(Clone, Debug)]
+pub struct InGroup<S> {
+    pub group: GroupId,
+    pub state: S,
+}
+
+impl<S: StateRead> StateRead for InGroup<S> {
+    fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
+        self.state.get(key)
+    }
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        self.state.scan(prefix, after, limit)
+    }
+    fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
+        self.state.scan_rev(prefix, before, limit)
+    }
+    fn group(&self) -> GroupId {
+        self.group
     }
 }
 
@@ -220,6 +254,10 @@ impl<'a> Tx<'a> {
 }
 
 impl StateRead for Tx<'_> {
+    fn group(&self) -> GroupId {
+        self.base.group()
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         if let Some(v) = self.writes.get(key) {
             return Ok(v.clone());
@@ -296,7 +334,14 @@ macro_rules! typed_get {
 
 /// Typed reads over any [`StateRead`].
 pub trait StateExt: StateRead {
-    typed_get!(counters() -> Counters = Counters, keys::counters(););
+    typed_get!(
+        /// The counters of the group this state belongs to.
+        counters_of(group: GroupId) -> Counters = Counters, keys::counters(group););
+
+    /// This state's group's counters.
+    fn counters(&self) -> Result<Option<Counters>, StateError> {
+        self.counters_of(self.group())
+    }
     typed_get!(agent(id: AgentId) -> Agent = Agent, keys::agent(id););
     typed_get!(memory(id: MemoryId) -> Memory = Memory, keys::memory(id););
     typed_get!(memory_version(id: MemoryId, v: Version) -> MemoryVersion = MemoryVersion, keys::memory_version(id, v););
@@ -314,7 +359,12 @@ pub trait StateExt: StateRead {
     typed_get!(shared_record(id: RecordId) -> SharedRecord = SharedRecord, keys::shared_record(id););
     typed_get!(record_revision(id: RecordId, rev: u32) -> RecordRevision = RecordRevision, keys::record_revision(id, rev););
     typed_get!(record_item(id: RecordId, kind: ItemKind, seq: u32) -> RecordItem = RecordItem, keys::record_item(id, kind, seq););
-    typed_get!(record_counter() -> u64 = Counter, keys::record_counter(););
+    typed_get!(record_counter_of(group: GroupId) -> u64 = Counter, keys::record_counter(group););
+
+    /// This state's group's last allocated record id.
+    fn record_counter(&self) -> Result<Option<u64>, StateError> {
+        self.record_counter_of(self.group())
+    }
 
     /// Design §5.7: a scalar's value at `rev` (its latest history entry `<= rev`), one `scan_rev`.
     fn record_value_at(&self, id: RecordId, field: RecordField, rev: u32) -> Result<Option<FieldValue>, StateError> {

@@ -1320,7 +1320,9 @@ fn the_key_families_keep_their_bytes_and_names() {
 fn every_key_kind_has_its_golden_layout() {
     let kv = |name: &str, key: Key, hex: &'static str| Golden { name: format!("key::{name}"), value: key, hex };
     let cases = vec![
-        kv("counters", keys::counters(), "0001"),
+        kv("counters", keys::counters(GroupId::ZERO), "0001"),
+        // Issue #19, deliverable 3: one counter per group; group 0's is the key of before groups.
+        kv("counters_group_5", keys::counters(GroupId(5)), "00010005"),
         kv("agent", keys::agent(AG), "01010000000000000007"),
         kv("memory", keys::memory(MEM), "0102000000000000000b"),
         kv("memory_version", keys::memory_version(MEM, V), "0103000000000000000b00000002"),
@@ -1339,7 +1341,8 @@ fn every_key_kind_has_its_golden_layout() {
         ),
         kv("version_labels", keys::version_labels(MEM, V), "010d000000000000000b00000002"),
         kv("collective", keys::collective(TH, E), "011200000000000000150000000000000003"),
-        kv("record_counter", keys::record_counter(), "0002"),
+        kv("record_counter", keys::record_counter(GroupId::ZERO), "0002"),
+        kv("record_counter_group_5", keys::record_counter(GroupId(5)), "00020005"),
         kv("shared_record", keys::shared_record(REC), "010e000000000000003d"),
         kv("record_value", keys::record_value(REC, RecordField::Title, 3), "010f000000000000003d0100000003"),
         kv("record_item", keys::record_item(REC, ItemKind::Artifact, 2), "0110000000000000003d0200000002"),
@@ -1465,4 +1468,44 @@ fn every_key_part_has_its_golden_layout() {
         }),
         |k| keys::record_item(REC, *k, 2),
     );
+}
+
+// Groups (issue #19, deliverable 3). ---------------------------------------------------------
+
+/// Ids are allocated per group, with the allocating group in their high 16 bits
+/// (`kungfu_types::group`): group 0 allocates exactly the ids it allocated before groups existed
+/// (`ag_1`, the varint `01`), group 5 its own partition's (`0x0005_0000_0000_0001`). Pinned for
+/// each group: the allocated id, its text, and the counter record under the group's counter key.
+#[test]
+fn ids_allocated_in_a_group_carry_its_partition() {
+    let cmd = Command::new(
+        Principal::Registrar,
+        Action::RegisterAgent { key_hash: HASH, key_fingerprint: fp("fp-a") },
+        None,
+        TS,
+    );
+    let cases = [
+        (GroupId::ZERO, "01", "ag_1", "0001", "0001010000000000"),
+        (GroupId(5), "fd0100000000000500", "ag_1407374883553281", "00010005", "0001fd01000000000005000000000000"),
+    ];
+    let mut ids = Vec::new();
+    let mut counters = Vec::new();
+    for (group, id_hex, text, key_hex, counters_hex) in cases {
+        let state = InGroup { group, state: MemState::new() };
+        let applied = apply(&state, &cmd, &Limits::default()).expect("applies");
+        let Ok(Receipt { result: ActionResult::AgentRegistered { agent, .. }, .. }) = applied.outcome else {
+            panic!("{group}: the registration was refused: {:?}", applied.outcome);
+        };
+        assert_eq!(agent.to_string(), text, "{group}: the id's text");
+        assert_eq!(kungfu_types::group::id_group(agent.0), group);
+        assert_eq!(hex::encode(keys::counters(group)), key_hex, "{group}: the counter key");
+        let Some(Some(record)) = applied.changes.get(&keys::counters(group)) else {
+            panic!("{group}: no counters written under the group's key");
+        };
+        assert_eq!(applied.changes.keys().filter(|k| k.first() == Some(&(Family::Meta as u8))).count(), 1);
+        ids.push(Golden { name: format!("agent id allocated in {group}"), value: agent, hex: id_hex });
+        counters.push(Golden { name: format!("counters of {group}"), value: record.clone(), hex: counters_hex });
+    }
+    check(&ids);
+    check(&counters);
 }

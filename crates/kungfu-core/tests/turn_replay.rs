@@ -1129,7 +1129,7 @@ fn rejected_post_with_invalid_assignment_leaves_no_trace() {
     let s = w.register();
     let o = w.register();
     let t = w.thread_with(g, &[(s, Role::Speaker), (o, Role::Observer)]);
-    let counters_before = w.state.map.get(&keys::counters()).cloned();
+    let counters_before = w.state.map.get(&keys::counters(GroupId::ZERO)).cloned();
     // The assignment step fails after the Memory and the entry were decided: addressed to an observer.
     let r = refused(&mut w, g, assign_action(t, "draft that must not survive", o, "criteria", None));
     assert_eq!(r.code, Code::InvalidTarget);
@@ -1138,7 +1138,7 @@ fn rejected_post_with_invalid_assignment_leaves_no_trace() {
     let r = refused(&mut w, g, assign_action(t, "draft that must not survive", s, "criteria", Some(Micros(1))));
     assert_eq!(r.code, Code::InvalidArgument);
     assert_eq!(r.field.as_deref(), Some("assignment.delivery_window"));
-    assert_eq!(w.state.map.get(&keys::counters()).cloned(), counters_before);
+    assert_eq!(w.state.map.get(&keys::counters(GroupId::ZERO)).cloned(), counters_before);
     assert!(read::timeline(&w.state, g, t, None, 10, &w.limits).expect("timeline").is_empty());
     assert!(turn(&w, s).is_empty() && w.opportunity_ids(s).is_empty() && w.opportunity_ids(o).is_empty());
     // The same post with a valid addressee succeeds with entry 1 and Memory 1: nothing was consumed.

@@ -25,7 +25,7 @@ pub fn write(
             .ok_or_else(|| kungfu_storage::Error::Corrupt { what: "the state has no applied entry".into() })?;
         Ok(Described {
             name: format!("state-{:020}-{}-{}", applied.index, applied.leader_id.term, applied.leader_id.node_id),
-            meta: envelope::encode(&meta),
+            meta: envelope::encode_grouped(kungfu_storage::SHARD, &meta),
             applied_index: applied.index,
             applied_term: applied.leader_id.term,
         })

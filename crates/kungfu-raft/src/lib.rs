@@ -3,7 +3,8 @@
 //! rule: the state machine hands every committed command to `kungfu_core::apply`.
 //!
 //! Table of contents:
-//! - [`types`]: `TypeConfig`, the log's `Request` (a protocol command or new limits) and `Response`.
+//! - [`types`]: `TypeConfig`, the log's `Payload` (a `Request`, a protocol command or new limits,
+//!   addressed to its raft group) and `Response`.
 //! - [`log`]: `RaftLogStorage` over the RocksDB log store (durable before acknowledged).
 //! - [`state_machine`]: `RaftStateMachine` applying batches atomically; snapshots from checkpoints.
 //! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.

@@ -14,7 +14,7 @@
 
 use crate::pb;
 use crate::types::{Entry, Node, NodeId, TypeConfig, Vote};
-use kungfu_storage::{SnapshotArchive, envelope};
+use kungfu_storage::{SHARD, SnapshotArchive, envelope};
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
@@ -311,6 +311,8 @@ impl Connection {
         let mut req = tonic::Request::new(pb::RaftMessage {
             cluster_id: self.net.cluster_id.clone(),
             payload: envelope::encode(body),
+            // The group of this node's raft (issue #19, deliverable 3); 0 is not written.
+            group: u32::from(SHARD.0),
         });
         req.set_timeout(timeout);
         req
@@ -493,6 +495,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         let archive = snapshot.snapshot;
         let header = envelope::encode(&(vote, snapshot.meta));
         let cluster_id = self.net.cluster_id.clone();
+        let group = archive.group;
         let chunk = self.net.config.snapshot_chunk_bytes.max(1);
         // Chunks are read from the file on the blocking pool as the stream is consumed (at most two
         // chunks in memory), so a large snapshot never sits in memory whole.
@@ -513,6 +516,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
                     offset,
                     data: data.clone(),
                     done,
+                    group: if first { u32::from(group.0) } else { 0 },
                 };
                 first = false;
                 offset += data.len() as u64;
@@ -590,7 +594,7 @@ mod tests {
                 <openraft::alias::LeaderIdOf<TypeConfig> as openraft::vote::RaftLeaderIdExt>::new_committed(1, 1),
                 index,
             ),
-            payload: openraft::EntryPayload::Normal(Request::Command(cmd)),
+            payload: openraft::EntryPayload::Normal(crate::types::Payload::group_zero(Request::Command(cmd))),
         }
     }
 

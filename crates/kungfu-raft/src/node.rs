@@ -5,9 +5,9 @@ use crate::network::{NetConfig, Network};
 use crate::pb;
 use crate::service::RaftService;
 use crate::state_machine::{ApplyGate, LAST_APPLIED, StateMachine};
-use crate::types::{LogId, Node, NodeId, Raft, Request, Response};
+use crate::types::{LogId, Node, NodeId, Payload, Raft, Request, Response};
 use kungfu_core::{Command, Limits};
-use kungfu_storage::{DataDir, Identity, LogStore, OpenMode, StateStore};
+use kungfu_storage::{DataDir, Identity, LogStore, OpenMode, SHARD, StateStore};
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, RaftError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -355,7 +355,10 @@ impl RaftNode {
     /// Puts one request into raft's queue and returns the wait for its outcome.
     async fn enqueue(&self, req: Request) -> Result<Proposed, WriteError> {
         let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
-        self.raft.client_write_ff(req, Some(responder)).await.map_err(|f| WriteError::Fatal(f.to_string()))?;
+        self.raft
+            .client_write_ff(Payload { group: SHARD, request: req }, Some(responder))
+            .await
+            .map_err(|f| WriteError::Fatal(f.to_string()))?;
         Ok(Proposed { rx, me: self.id, span: tracing::Span::none() })
     }
 
@@ -426,7 +429,7 @@ impl RaftNode {
     }
 
     async fn propose(&self, req: Request) -> Result<(Response, LogId), WriteError> {
-        match self.raft.client_write(req).await {
+        match self.raft.client_write(Payload { group: SHARD, request: req }).await {
             Ok(r) => Ok((r.data, r.log_id)),
             Err(e) => Err(classify(self.id, e)),
         }

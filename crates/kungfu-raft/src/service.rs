@@ -1,14 +1,21 @@
 //! The server side of the raft network: receives openraft's RPCs from peers and hands them to the
-//! local raft. Messages from another cluster are refused; snapshot transfers are bounded in size,
-//! checked chunk by chunk for continuity, and verified against their SHA-256 before installation.
+//! local raft. Messages from another cluster, and messages addressed to a raft group this node does
+//! not host ([`WRONG_GROUP`]), are refused; snapshot transfers are bounded in size, checked chunk
+//! by chunk for continuity, and verified against their SHA-256 before installation.
 
 use crate::pb;
 use crate::types::{Raft, SnapshotMeta, Vote};
-use kungfu_storage::{SnapshotStore, envelope};
+use kungfu_storage::{SHARD, SnapshotStore, envelope};
+use kungfu_types::GroupId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::io::Write;
 use tonic::{Request, Response, Status, Streaming};
+
+/// How a node's raft service begins its refusal of a message addressed to a raft group it does not
+/// host (issue #19, deliverable 3; `docs/scaling.md` §3.2 names the answer): a stable prefix of the
+/// message of a `FAILED_PRECONDITION` status, followed by the group asked for and the one hosted.
+pub const WRONG_GROUP: &str = "WRONG_GROUP";
 
 /// The internal raft service of one node.
 #[derive(Clone)]
@@ -48,14 +55,30 @@ impl RaftService {
         Ok(())
     }
 
+    /// This node hosts one raft group, [`SHARD`] (the group of its state store); a message for any
+    /// other is refused before its payload is read.
+    fn check_group(&self, group: u32) -> Result<GroupId, Status> {
+        match GroupId::from_wire(group) {
+            Some(g) if g == SHARD => Ok(g),
+            _ => Err(Status::failed_precondition(format!(
+                "{WRONG_GROUP}: a message for group {group} reached a node that hosts {SHARD} only"
+            ))),
+        }
+    }
+
     fn decode<T: DeserializeOwned>(&self, msg: &pb::RaftMessage) -> Result<T, Status> {
         self.check_cluster(&msg.cluster_id)?;
+        self.check_group(msg.group)?;
         envelope::decode(&msg.payload, "raft request").map_err(|e| Status::invalid_argument(e.to_string()))
     }
 
     fn reply<T: Serialize, E: std::fmt::Display>(&self, r: Result<T, E>) -> Response<pb::RaftMessage> {
         let r: Result<T, String> = r.map_err(|e| e.to_string());
-        Response::new(pb::RaftMessage { cluster_id: self.cluster_id.clone(), payload: envelope::encode(&r) })
+        Response::new(pb::RaftMessage {
+            cluster_id: self.cluster_id.clone(),
+            payload: envelope::encode(&r),
+            group: u32::from(SHARD.0),
+        })
     }
 }
 
@@ -106,6 +129,7 @@ impl pb::raft_server::Raft for RaftService {
             return Err(Status::invalid_argument("empty snapshot stream"));
         };
         self.check_cluster(&first.cluster_id)?;
+        let group = self.check_group(first.group)?;
         if first.total_len > self.max_snapshot_bytes {
             return Err(Status::resource_exhausted(format!(
                 "snapshot of {} bytes exceeds the limit of {}",
@@ -146,7 +170,7 @@ impl pb::raft_server::Raft for RaftService {
         file.sync_all().map_err(|e| Status::internal(e.to_string()))?;
         drop(file);
         let snapshots = self.snapshots.clone();
-        let meta_bytes = envelope::encode(&meta);
+        let meta_bytes = envelope::encode_grouped(group, &meta);
         let accepted = tokio::task::spawn_blocking(move || snapshots.accept(&path, &name, &sha256, &meta_bytes))
             .await
             .map_err(|e| Status::internal(e.to_string()))?

@@ -4,11 +4,11 @@
 //! checkpoints packed by [`kungfu_storage::SnapshotStore`].
 
 use crate::feed::{AppliedCommand, Feed, FeedEvent};
-use crate::types::{Entry, LogId, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
+use crate::types::{Entry, LogId, Payload, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::{Stream, TryStreamExt};
 use kungfu_core::effects::Effects;
 use kungfu_core::{Limits, Tx, apply};
-use kungfu_storage::{SnapshotArchive, SnapshotStore, StateStore, envelope};
+use kungfu_storage::{SHARD, SnapshotArchive, SnapshotStore, StateStore, envelope};
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, RaftSnapshotBuilder};
@@ -212,16 +212,26 @@ impl StateMachine {
                     membership = Some(StoredMembership::new(Some(entry.log_id()), m.clone()));
                     Response::Done
                 }
-                EntryPayload::Normal(Request::SetLimits(l)) => {
+                // Issue #19, deliverable 3: a replica applies only its own group's entries. Another
+                // group's entry in this log is a broken log (misrouted or corrupt), never a command
+                // to decide on: the node stops rather than apply it.
+                EntryPayload::Normal(p) if p.group != SHARD => {
+                    return Err(io::Error::other(format!(
+                        "log entry {} is addressed to {}; this replica applies {SHARD} only",
+                        entry.log_id(),
+                        p.group
+                    )));
+                }
+                EntryPayload::Normal(Payload { request: Request::SetLimits(l), .. }) => {
                     *limits = l.clone();
                     new_limits = Some(l.clone());
                     Response::Done
                 }
-                EntryPayload::Normal(Request::Command(cmd)) => {
+                EntryPayload::Normal(Payload { request: Request::Command(cmd), .. }) => {
                     last_ts = last_ts.max(Some(cmd.ts));
                     apply_command(&mut tx, cmd, limits, entry.log_id().index, &mut commands)?
                 }
-                EntryPayload::Normal(Request::Commands(cmds)) => {
+                EntryPayload::Normal(Payload { request: Request::Commands(cmds), .. }) => {
                     // Each command of the entry is applied in order, exactly as if each had an entry
                     // of its own, and answered on its own.
                     let mut each = Vec::with_capacity(cmds.len());
@@ -311,7 +321,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             snapshots
                 .build_with(&state, |checkpoint| {
                     let meta = checkpoint_snapshot_meta(checkpoint)?;
-                    Ok((snapshot_name(&meta), envelope::encode(&meta), meta))
+                    Ok((snapshot_name(&meta), envelope::encode_grouped(SHARD, &meta), meta))
                 })
                 .map_err(io::Error::from)
                 .map(|(archive, meta)| (meta, archive))
@@ -390,6 +400,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotArchive) -> Result<(), io::Error> {
+        // Issue #19, deliverable 3: only a snapshot of this replica's group replaces its state.
+        if snapshot.group != SHARD {
+            return Err(io::Error::other(format!(
+                "snapshot {} holds the state of {}; this replica holds {SHARD}",
+                snapshot.name, snapshot.group
+            )));
+        }
         let state = self.state.clone();
         let snapshots = self.snapshots.clone();
         let meta = meta.clone();
@@ -404,7 +421,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 let local = if snapshot.path.parent() == Some(snapshots.dir()) && snapshot.name == name {
                     snapshot
                 } else {
-                    snapshots.adopt(&snapshot, &name, &envelope::encode(&meta)).map_err(io::Error::from)?
+                    snapshots
+                        .adopt(&snapshot, &name, &envelope::encode_grouped(SHARD, &meta))
+                        .map_err(io::Error::from)?
                 };
                 snapshots.install(&local, &state).map_err(io::Error::from)?;
                 // The installed state must be the one the meta describes.
@@ -434,7 +453,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         tokio::task::spawn_blocking(move || -> Result<_, io::Error> {
             match snapshots.latest().map_err(io::Error::from)? {
                 Some((archive, meta)) => {
-                    let meta: SnapshotMeta = envelope::decode(&meta, "snapshot meta").map_err(io::Error::from)?;
+                    let (group, meta): (_, SnapshotMeta) =
+                        envelope::decode_grouped(&meta, "snapshot meta").map_err(io::Error::from)?;
+                    if group != SHARD {
+                        return Err(io::Error::other(format!(
+                            "the current snapshot holds the state of {group}; this replica holds {SHARD}"
+                        )));
+                    }
                     Ok(Some(openraft::Snapshot { meta, snapshot: archive }))
                 }
                 None => Ok(None),

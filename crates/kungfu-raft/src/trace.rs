@@ -116,7 +116,7 @@ pub fn span_context(span: &tracing::Span) -> Option<SpanContext> {
 /// The time stamps of the commands of `entries` (the keys of [`Traces`]).
 fn stamps(entries: &[Entry]) -> impl Iterator<Item = u64> + '_ {
     entries.iter().filter_map(|e| match &e.payload {
-        openraft::EntryPayload::Normal(Request::Command(c)) => Some(c.ts.0),
+        openraft::EntryPayload::Normal(crate::types::Payload { request: Request::Command(c), .. }) => Some(c.ts.0),
         _ => None,
     })
 }

@@ -1,7 +1,8 @@
-//! The openraft type configuration of Kungfu and the request/response carried by the log.
+//! The openraft type configuration of Kungfu and the request/response carried by the log, each
+//! request addressed to its raft group.
 
 use kungfu_core::{Command, Limits, Receipt};
-use kungfu_types::Rejection;
+use kungfu_types::{GroupId, Rejection};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -24,7 +25,11 @@ impl fmt::Display for Node {
     }
 }
 
-/// What the replicated log carries.
+/// What the replicated log carries, inside a [`Payload`] that names its group.
+///
+/// A new variant is appended here and, for group 0's bare encoding, to `PayloadRef` and
+/// `PayloadOwned` after `InGroup`, whose index 3 is taken: there the new variant's index is one
+/// more than here (the `match` in `Payload::serialize` does not compile until it is mapped).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// A protocol command, applied by `kungfu_core::apply` on every replica.
@@ -47,6 +52,81 @@ impl fmt::Display for Request {
     }
 }
 
+/// The application payload of a log entry (openraft's `D`): a [`Request`] addressed to the raft
+/// group whose log carries it (issue #19, deliverable 3). A replica applies only its own group's
+/// payloads and refuses any other as a broken log.
+///
+/// Encoding (R4: appended, never inserted). A payload of group 0 is encoded as its bare
+/// [`Request`], byte for byte what every entry was before groups existed (variants 0 to 2), so
+/// group 0's log, and a rolling upgrade that writes it, is unchanged. A payload of any other group
+/// is the appended variant 3, `InGroup(group, request)`: its group (u16 varint), then the request.
+/// Decoding reads variants 0 to 2 as group 0 and refuses variant 3 naming group 0, so every
+/// payload has exactly one encoding. Pinned in `tests/golden.rs`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payload {
+    pub group: GroupId,
+    pub request: Request,
+}
+
+impl Payload {
+    /// A request for the one group of today.
+    pub fn group_zero(request: Request) -> Payload {
+        Payload { group: GroupId::ZERO, request }
+    }
+}
+
+impl fmt::Display for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} in {}", self.request, self.group)
+    }
+}
+
+/// The encoded shape of a [`Payload`]: [`Request`]'s variants, then `InGroup`. Only ever built
+/// from a payload, so `InGroup` never names group 0.
+#[derive(Serialize)]
+#[serde(rename = "Request")]
+enum PayloadRef<'a> {
+    Command(&'a Command),
+    SetLimits(&'a Limits),
+    Commands(&'a Vec<Command>),
+    InGroup(GroupId, &'a Request),
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "Request")]
+enum PayloadOwned {
+    Command(Command),
+    SetLimits(Limits),
+    Commands(Vec<Command>),
+    InGroup(GroupId, Request),
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let wire = match (&self.request, self.group) {
+            (r, g) if g != GroupId::ZERO => PayloadRef::InGroup(g, r),
+            (Request::Command(c), _) => PayloadRef::Command(c),
+            (Request::SetLimits(l), _) => PayloadRef::SetLimits(l),
+            (Request::Commands(c), _) => PayloadRef::Commands(c),
+        };
+        wire.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Payload, D::Error> {
+        Ok(match PayloadOwned::deserialize(d)? {
+            PayloadOwned::Command(c) => Payload::group_zero(Request::Command(c)),
+            PayloadOwned::SetLimits(l) => Payload::group_zero(Request::SetLimits(l)),
+            PayloadOwned::Commands(c) => Payload::group_zero(Request::Commands(c)),
+            PayloadOwned::InGroup(GroupId::ZERO, _) => {
+                return Err(serde::de::Error::custom("a payload of group 0 must be encoded as its bare request"));
+            }
+            PayloadOwned::InGroup(group, request) => Payload { group, request },
+        })
+    }
+}
+
 /// What applying one log entry produced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
@@ -62,7 +142,7 @@ pub enum Response {
 openraft::declare_raft_types!(
     /// Kungfu's raft types: u64 node ids and terms, `Node` addresses, tokio.
     pub TypeConfig:
-        D = Request,
+        D = Payload,
         R = Response,
         NodeId = NodeId,
         Node = Node,

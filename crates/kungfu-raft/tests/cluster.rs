@@ -369,3 +369,44 @@ async fn leadership_can_be_handed_to_a_chosen_node() {
     assert_eq!(c.traffic(2).await.len(), 3);
     c.shutdown().await;
 }
+
+/// Issue #19, deliverable 3: every raft RPC names the group it is addressed to, and a node refuses
+/// one for a group it does not host with a stable answer (`FAILED_PRECONDITION`, message starting
+/// `WRONG_GROUP`) before it reads the payload or stores any snapshot byte. Group 0, the default
+/// that old senders leave unwritten, is served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raft_call_for_a_group_the_node_does_not_host_is_refused_as_wrong_group() {
+    use kungfu_raft::pb;
+    let c = Cluster::new(1, RaftTuning::default()).await;
+    let addr = c.nodes[&1].addr;
+    let mut client = pb::raft_client::RaftClient::connect(format!("http://{addr}")).await.expect("connect");
+    let msg = |group| pb::RaftMessage { cluster_id: CLUSTER.into(), payload: vec![0xff], group };
+
+    for group in [5, 70_000] {
+        let s = client.vote(msg(group)).await.expect_err("another group");
+        assert_eq!(s.code(), tonic::Code::FailedPrecondition, "{s:?}");
+        assert!(s.message().starts_with(kungfu_raft::service::WRONG_GROUP), "{s:?}");
+        assert!(s.message().contains(&format!("group {group}")), "{s:?}");
+        let s = client.append_entries(msg(group)).await.expect_err("another group");
+        assert!(s.message().starts_with("WRONG_GROUP: a message for group"), "{s:?}");
+    }
+    // Group 0 passes the group check and reaches the payload (here not a valid one).
+    let s = client.vote(msg(0)).await.expect_err("a payload that does not decode");
+    assert_eq!(s.code(), tonic::Code::InvalidArgument, "{s:?}");
+
+    let chunk = pb::SnapshotChunk {
+        cluster_id: CLUSTER.into(),
+        header: vec![1],
+        name: "00000000000000000009-1-1".into(),
+        total_len: 1,
+        sha256: vec![0; 32],
+        offset: 0,
+        data: vec![1],
+        done: true,
+        group: 5,
+    };
+    let s = client.install_snapshot(tokio_stream::iter([chunk])).await.expect_err("another group's snapshot");
+    assert_eq!(s.code(), tonic::Code::FailedPrecondition, "{s:?}");
+    assert!(s.message().starts_with("WRONG_GROUP"), "{s:?}");
+    c.shutdown().await;
+}

@@ -14,9 +14,9 @@ use futures::stream;
 use kungfu_core::{Action, Command, Limits, Principal};
 use kungfu_raft::log::RaftLog;
 use kungfu_raft::state_machine::{LAST_APPLIED, LAST_TS, LIMITS, MEMBERSHIP, StateMachine};
-use kungfu_raft::types::{Entry, LogId, Node, Request, SnapshotMeta, StoredMembership, TypeConfig, Vote};
+use kungfu_raft::types::{Entry, LogId, Node, Payload, Request, SnapshotMeta, StoredMembership, TypeConfig, Vote};
 use kungfu_storage::{DataDir, Identity, OpenMode, Stores, envelope};
-use kungfu_types::{Fingerprint, IdempotencyKey, Micros, SecretHash, Timestamp};
+use kungfu_types::{Fingerprint, GroupId, IdempotencyKey, Micros, SecretHash, Timestamp};
 use openraft::storage::{EntryResponder, IOFlushed, RaftLogReader, RaftLogStorage, RaftStateMachine};
 use openraft::{EntryPayload, Membership, RaftSnapshotBuilder};
 use serde::Serialize;
@@ -92,16 +92,30 @@ fn entries() -> Vec<Entry> {
     vec![
         Entry { log_id: log_id(1, 1, 1), payload: EntryPayload::Blank },
         Entry { log_id: log_id(1, 1, 2), payload: EntryPayload::Membership(membership()) },
-        Entry { log_id: log_id(1, 1, 3), payload: EntryPayload::Normal(Request::SetLimits(limits())) },
-        Entry { log_id: log_id(1, 1, 4), payload: EntryPayload::Normal(Request::Command(command())) },
-        Entry { log_id: log_id(1, 1, 5), payload: EntryPayload::Normal(Request::Commands(vec![command(), command()])) },
+        Entry {
+            log_id: log_id(1, 1, 3),
+            payload: EntryPayload::Normal(Payload::group_zero(Request::SetLimits(limits()))),
+        },
+        Entry {
+            log_id: log_id(1, 1, 4),
+            payload: EntryPayload::Normal(Payload::group_zero(Request::Command(command()))),
+        },
+        Entry {
+            log_id: log_id(1, 1, 5),
+            payload: EntryPayload::Normal(Payload::group_zero(Request::Commands(vec![command(), command()]))),
+        },
     ]
 }
 
-/// The golden bytes of each entry of [`entries`]. No wildcard arm: a new payload or request kind
-/// does not compile until it has a golden entry here (and in [`entries`]).
+/// The golden bytes of each entry of [`entries`]. No wildcard arm over kinds: a new payload or
+/// request kind does not compile until it has a golden entry here (and in [`entries`]). Entries of
+/// group 0 are the bytes of before groups existed; another group's are pinned in
+/// `a_log_entry_names_its_group_in_its_golden_bytes`.
 fn entry_golden(entry: &Entry) -> (&'static str, &'static str) {
     match &entry.payload {
+        EntryPayload::Normal(p @ Payload { group: GroupId(1..=u16::MAX), .. }) => {
+            panic!("entries() holds group 0 only: {p}")
+        }
         EntryPayload::Blank => ("blank", "0101010100"),
         EntryPayload::Membership(_) => (
             "membership",
@@ -110,19 +124,19 @@ fn entry_golden(entry: &Entry) -> (&'static str, &'static str) {
             2e323a373030310d31302e302e302e323a37303030030d31302e302e302e333a373030310d31302e302e302e333a3730\
             3030040d31302e302e302e343a373030310d31302e302e302e343a37303030",
         ),
-        EntryPayload::Normal(Request::SetLimits(_)) => (
+        EntryPayload::Normal(Payload { group: GroupId::ZERO, request: Request::SetLimits(_) }) => (
             "set_limits",
             "\
             010101030101fc00000400fb0004fbe803fba00ffb000132fbe803fbe803fca0860100fb1027fb1027641064fbe803fc\
             a0860100643232fd0060d71d14000000fd0060d71d14000000fc40420f00fd00c0b77d12070000",
         ),
-        EntryPayload::Normal(Request::Command(_)) => (
+        EntryPayload::Normal(Payload { group: GroupId::ZERO, request: Request::Command(_) }) => (
             "command",
             "\
             0101010401000100abababababababababababababababababababababababababababababababab0466702d61010572\
             65672d31eb142b0cae0baa72a767ebc0823d1be94e14c5bfc52d8e417fc4302fceb6240cfd00401e18240a0600",
         ),
-        EntryPayload::Normal(Request::Commands(_)) => (
+        EntryPayload::Normal(Payload { group: GroupId::ZERO, request: Request::Commands(_) }) => (
             "commands",
             "\
             010101050102020100abababababababababababababababababababababababababababababababab0466702d610105\
@@ -317,10 +331,10 @@ async fn state_machine_meta_and_snapshot_meta_are_stored_as_their_golden_bytes()
 }
 
 /// State records are stored as the envelope around the core's bytes (pinned in
-/// `kungfu-core/tests/golden.rs`), under the shard (u16, big-endian) then the core key.
+/// `kungfu-core/tests/golden.rs`), under the group (`SHARD`, u16 big-endian) then the core key.
 #[test]
 fn state_records_are_the_envelope_around_the_core_bytes() {
-    assert_eq!(kungfu_storage::SHARD, 0);
+    assert_eq!(kungfu_storage::SHARD, GroupId::ZERO);
     assert_eq!(envelope::V1, 1);
     let record = kungfu_core::Record::Counters(kungfu_core::model::Counters {
         seq: 100,
@@ -345,4 +359,129 @@ fn an_unknown_envelope_version_is_refused() {
     bytes[0] = envelope::V1 + 1;
     let err = envelope::decode::<Timestamp>(&bytes, "last_ts").expect_err("an unknown version");
     assert!(err.to_string().contains("unknown envelope version 2"), "{err}");
+}
+
+// Groups (issue #19, deliverable 3). ---------------------------------------------------------
+
+/// A log entry's payload names its raft group. Group 0's entries are the bytes of before groups
+/// (pinned above); another group's payload is the appended `Request` variant 3, `InGroup`: the
+/// group (varint), then the bare request. The golden case is a group-5 command at index 6: its
+/// tail after `03 05` is the group-0 command's payload.
+#[tokio::test]
+async fn a_log_entry_names_its_group_in_its_golden_bytes() {
+    let dir = TempDir::new().expect("tempdir");
+    let stores = open(&dir);
+    let mut log = RaftLog::new(stores.log.clone()).expect("log");
+    let entry = Entry {
+        log_id: log_id(1, 1, 6),
+        payload: EntryPayload::Normal(Payload { group: GroupId(5), request: Request::Command(command()) }),
+    };
+    log.append([entry.clone()], IOFlushed::noop()).await.expect("append");
+    let stored = stores.log.entries(6, 7).expect("raw entries");
+    let mut g = Goldens::default();
+    g.check(
+        "entry command in group 5",
+        &entry,
+        &stored[0].1,
+        "\
+        01010106010305000100abababababababababababababababababababababababababababababababab0466702d6101\
+        057265672d31eb142b0cae0baa72a767ebc0823d1be94e14c5bfc52d8e417fc4302fceb6240cfd00401e18240a0600",
+    );
+    g.finish();
+
+    // A payload of group 0 has one encoding, the bare request: `InGroup(0, ..)` is refused.
+    let mut bytes = stored[0].1.clone();
+    bytes[6] = 0;
+    let err = envelope::decode::<Entry>(&bytes, "log entry").expect_err("InGroup naming group 0");
+    assert!(err.to_string().contains("must be encoded as its bare request"), "{err}");
+}
+
+/// A replica applies only its own group's entries: an entry of another group in its log stops
+/// the apply (a storage error, which stops the node's raft) and changes nothing.
+#[tokio::test]
+async fn the_state_machine_refuses_an_entry_of_another_group() {
+    let dir = TempDir::new().expect("tempdir");
+    let stores = open(&dir);
+    let state = Arc::new(stores.state);
+    let mut sm = StateMachine::new(state.clone(), stores.snapshots, limits()).expect("state machine");
+    let entry = Entry {
+        log_id: log_id(1, 1, 1),
+        payload: EntryPayload::Normal(Payload { group: GroupId(5), request: Request::Command(command()) }),
+    };
+    let batch = [Ok::<EntryResponder<TypeConfig>, std::io::Error>((entry, None))];
+    let err = sm.apply(stream::iter(batch)).await.expect_err("another group's entry");
+    assert!(err.to_string().contains("is addressed to group 5; this replica applies group 0 only"), "{err}");
+    assert_eq!(state.get_meta(LAST_APPLIED).expect("read sm_meta"), None, "nothing was applied");
+}
+
+/// The snapshot meta file names its group in a grouped envelope: group 0's is the plain V1 meta
+/// (pinned in `state_machine_meta_and_snapshot_meta_are_stored_as_their_golden_bytes`, unchanged),
+/// another group's is `02`, the group (u16, big-endian), then the same meta. Storage reads the
+/// group without the meta, and installing another group's snapshot is refused, by the state
+/// store and by the state machine.
+#[tokio::test]
+async fn a_snapshot_meta_names_its_group_and_another_groups_snapshot_is_refused() {
+    let meta = SnapshotMeta {
+        last_log_id: Some(log_id(1, 1, 4)),
+        last_membership: StoredMembership::new(Some(log_id(1, 1, 2)), membership()),
+    };
+    let v1 = "\
+        010101010401010102010301020304010d31302e302e302e313a373030310d31302e302e302e313a37303030020d3130\
+        2e302e302e323a373030310d31302e302e302e323a37303030030d31302e302e302e333a373030310d31302e302e302e\
+        333a37303030040d31302e302e302e343a373030310d31302e302e302e343a3730303000";
+    let v2 = format!("020005{}", &v1.replace(char::is_whitespace, "")[2..]);
+    assert_eq!(hex(&envelope::encode_grouped(GroupId::ZERO, &meta)), v1.replace(char::is_whitespace, ""));
+    let grouped = envelope::encode_grouped(GroupId(5), &meta);
+    assert_eq!(hex(&grouped), v2, "the group-5 snapshot meta");
+    let decoded: (GroupId, SnapshotMeta) =
+        envelope::decode_grouped(&unhex(&v2).expect("hex"), "meta").expect("decodes");
+    assert_eq!(decoded, (GroupId(5), meta.clone()));
+
+    // A snapshot of group 5, built from this node's state as if it were group 5's.
+    let dir = TempDir::new().expect("tempdir");
+    let stores = open(&dir);
+    let state = Arc::new(stores.state);
+    let archive = stores.snapshots.build(&state, "00000000000000000004-1-1", &grouped).expect("build");
+    assert_eq!(archive.group, GroupId(5), "the archive's group is read from its meta");
+    let err = stores.snapshots.install(&archive, &state).expect_err("the state store refuses it");
+    assert!(err.to_string().contains("holds the state of group 5; this state store holds group 0"), "{err}");
+    let mut sm = StateMachine::new(state.clone(), stores.snapshots.clone(), limits()).expect("state machine");
+    let err = sm.install_snapshot(&meta, archive).await.expect_err("the state machine refuses it");
+    assert!(err.to_string().contains("holds the state of group 5; this replica holds group 0"), "{err}");
+    assert_eq!(state.get_meta(LAST_APPLIED).expect("read sm_meta"), None, "the state is untouched");
+}
+
+/// The raft RPCs name their group in a field appended to their messages (`raft.proto`,
+/// `RaftMessage.group = 3`, `SnapshotChunk.group = 9`). Group 0 is proto3's default and is not
+/// written: its messages are the bytes of before groups. Pinned: both messages in group 0 and 5.
+#[test]
+fn raft_messages_name_their_group_in_their_golden_bytes() {
+    use kungfu_raft::pb;
+    use prost::Message;
+    let msg = |group| pb::RaftMessage { cluster_id: "golden".into(), payload: vec![1, 2], group };
+    assert_eq!(hex(&msg(0).encode_to_vec()), "0a06676f6c64656e12020102");
+    assert_eq!(hex(&msg(5).encode_to_vec()), "0a06676f6c64656e120201021805");
+    let chunk = |group| pb::SnapshotChunk {
+        cluster_id: "golden".into(),
+        header: vec![1],
+        name: "s".into(),
+        total_len: 3,
+        sha256: vec![9],
+        offset: 0,
+        data: vec![7, 7, 7],
+        done: true,
+        group,
+    };
+    assert_eq!(
+        hex(&chunk(0).encode_to_vec()),
+        "0a06676f6c64656e1201011a017320032a01093a03070707 4001".replace(' ', "")
+    );
+    assert_eq!(
+        hex(&chunk(5).encode_to_vec()),
+        "0a06676f6c64656e1201011a017320032a01093a030707074001 4805".replace(' ', "")
+    );
+    assert_eq!(
+        pb::RaftMessage::decode(unhex("0a06676f6c64656e12020102").expect("hex").as_slice()).expect("decodes"),
+        msg(0)
+    );
 }

@@ -36,6 +36,7 @@ use kungfu_core::coord::read as coord;
 use kungfu_core::model::{Entry, ObligationId};
 use kungfu_core::read::{self, ReadError, TurnItem};
 use kungfu_core::{Limits, StateExt};
+use kungfu_storage::SHARD;
 use kungfu_types::{AgentId, Code, EntrySeq, Micros, ObjectRef, Rejection, ThreadId, Timestamp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -455,7 +456,7 @@ async fn run_turn(
         let delta = TurnDelta::between(&sent, &items);
         wire::apply_delta(&mut sent, &delta);
         digest = now;
-        send_turn(feed, delta, &TurnCursor { applied_index: applied, digest }).await?;
+        send_turn(feed, delta, &TurnCursor { group: SHARD, applied_index: applied, digest }).await?;
     }
 }
 
@@ -512,7 +513,7 @@ async fn run_thread(
     loop {
         if let Some(last) = batch.entries.last() {
             after = Some(last.seq);
-            feed.send(wire::thread_event(&batch.entries, batch.applied)).await?;
+            feed.send(wire::thread_event(&batch.entries, SHARD, batch.applied)).await?;
         }
         if batch.entries.len() < page {
             if batch.closed {
@@ -610,11 +611,12 @@ impl Watches {
         let digest = wire::turn_digest(me, &items);
         let first = match resume {
             // The client holds exactly this turn: confirm it with a new cursor, resend nothing.
-            Some(c) if c.digest == digest => TurnDelta::default(),
+            // A cursor of another group (issue #19) never describes this group's turn.
+            Some(c) if c.confirms(SHARD, &digest) => TurnDelta::default(),
             _ => TurnDelta::reset(&items),
         };
         let sent = items.into_iter().map(|i| (i.obligation, i)).collect();
-        let cursor = TurnCursor { applied_index: applied, digest };
+        let cursor = TurnCursor { group: SHARD, applied_index: applied, digest };
         tokio::spawn(async move {
             let end = run_turn(&mut feed, me, limits, first, cursor, sent).await.err().unwrap_or(End::Gone);
             feed.finish(end);

@@ -10,7 +10,8 @@
 //!
 //! What the archive's meta holds (openraft's snapshot meta) is the caller's business, as for every
 //! snapshot: [`write`] asks for it from the checkpoint itself, so it describes exactly what the
-//! archive holds.
+//! archive holds. Only its grouped envelope is read here: a restore refuses another raft group's
+//! state (issue #19, deliverable 3).
 
 use crate::data_dir::{DataDir, Identity, OpenMode, Stores};
 use crate::error::Error;
@@ -257,7 +258,13 @@ where
     hex::decode_to_slice(&manifest.sha256, &mut sha256)
         .map_err(|e| refused(format!("the manifest's sha256 {:?}: {e}", manifest.sha256)))?;
     let stem = manifest.archive.trim_end_matches(".snap").replace('.', "_");
-    let archive = SnapshotArchive { name: stem, path: archive_path.to_path_buf(), len: manifest.archive_bytes, sha256 };
+    // The group the backed-up state belongs to is named by the meta saved beside the archive
+    // (issue #19, deliverable 3); installing refuses another group's state.
+    let meta_path = archive_path.with_extension("meta");
+    let meta = std::fs::read(&meta_path).map_err(Error::io(&meta_path))?;
+    let group = crate::envelope::group_of(&meta, "backup snapshot meta")?;
+    let archive =
+        SnapshotArchive { name: stem, path: archive_path.to_path_buf(), len: manifest.archive_bytes, sha256, group };
     // Verifies the SHA-256 again as it unpacks, then swaps the state store for the backup's.
     stores.snapshots.install(&archive, &stores.state)?;
     let (index, term) = adopt(&stores).await?;

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Table of contents:
-//! - [`envelope`]: the one place persisted values are encoded (a version byte, then bincode).
+//! - [`envelope`]: the one place persisted values are encoded (a version byte, then bincode), and
+//!   the grouped form of values that name their raft group.
 //! - [`data_dir`]: opening a data directory safely: identity checks, never a silent re-initialisation.
 //! - [`log_store`]: entries and vote, durable (WAL synced) before any append or vote is acknowledged.
 //! - [`log_writer`]: group commit: appends written unsynced, one WAL sync for all queued so far,
@@ -38,6 +39,9 @@ pub use log_writer::LogWriter;
 pub use snapshot::{SnapshotArchive, SnapshotStore};
 pub use state_store::StateStore;
 
-/// The shard every key of this node belongs to. Every state key starts with its shard so the state
-/// can later split across raft groups (DESIGN §7, §11); today there is one.
-pub const SHARD: u16 = 0;
+/// The raft group whose state this node's state store holds. Every state key starts with its
+/// group's two bytes (`GroupId::to_be_bytes`, big-endian) so the state can later split across raft
+/// groups and one RocksDB can hold several groups' ranges (DESIGN §7, §11; issue #19 deliverable
+/// 3). This is the one source of the prefix: the state store writes it, its readers report it as
+/// their group (`StateRead::group`), and the raft node hosts this group. Today there is one.
+pub const SHARD: kungfu_types::GroupId = kungfu_types::GroupId::ZERO;

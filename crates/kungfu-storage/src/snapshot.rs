@@ -1,10 +1,14 @@
 //! Snapshot archives. A snapshot is a RocksDB checkpoint of the state store (hard links, so
 //! building one is cheap and consistent), packed into one archive file so it can be streamed to a
 //! follower in bounded chunks, checked against its SHA-256, unpacked and installed atomically.
-//! Metadata (openraft's snapshot meta) is stored next to the archive as opaque bytes.
+//! Metadata (openraft's snapshot meta) is stored next to the archive as opaque bytes in a grouped
+//! envelope ([`crate::envelope::encode_grouped`]): storage reads only the group it names (issue
+//! #19, deliverable 3), so a snapshot of another raft group is never installed into this state.
 
 use crate::error::Error;
 use crate::state_store::{StateStore, sync_dir};
+use crate::{SHARD, envelope};
+use kungfu_types::GroupId;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -17,6 +21,9 @@ pub struct SnapshotArchive {
     pub path: PathBuf,
     pub len: u64,
     pub sha256: [u8; 32],
+    /// The raft group whose state the archive holds, as its meta names it (group 0 for a meta in
+    /// the plain V1 envelope, which is every snapshot written before groups existed).
+    pub group: GroupId,
 }
 
 /// The directory of snapshot archives of one node.
@@ -62,7 +69,9 @@ impl SnapshotStore {
         self.dir.join(format!("{name}.meta"))
     }
 
-    /// Builds an archive of the current state named `name`, with `meta` saved beside it.
+    /// Builds an archive of the current state named `name`, with `meta` saved beside it. Every
+    /// `meta` given to this store is a grouped envelope ([`envelope::encode_grouped`]) whose group
+    /// becomes the archive's; its value is the caller's business.
     pub fn build(&self, state: &StateStore, name: &str, meta: &[u8]) -> Result<SnapshotArchive, Error> {
         self.build_with(state, |_| Ok((name.to_string(), meta.to_vec(), ()))).map(|(a, ())| a)
     }
@@ -158,7 +167,8 @@ impl SnapshotStore {
         sync_dir(&self.dir)?;
         let (len, sha256) = file_digest(&archive)?;
         self.prune()?;
-        Ok(SnapshotArchive { name: name.to_string(), path: archive, len, sha256 })
+        let group = envelope::group_of(meta, "snapshot meta")?;
+        Ok(SnapshotArchive { name: name.to_string(), path: archive, len, sha256, group })
     }
 
     /// Complete snapshots, oldest first (names sort by their leading log index).
@@ -184,7 +194,8 @@ impl SnapshotStore {
         let meta = std::fs::read(&meta_path).map_err(Error::io(&meta_path))?;
         let archive = self.archive_path(&name);
         let (len, sha256) = file_digest(&archive)?;
-        Ok(Some((SnapshotArchive { name, path: archive, len, sha256 }, meta)))
+        let group = envelope::group_of(&meta, "snapshot meta")?;
+        Ok(Some((SnapshotArchive { name, path: archive, len, sha256, group }, meta)))
     }
 
     fn prune(&self) -> Result<(), Error> {
@@ -200,6 +211,16 @@ impl SnapshotStore {
 
     /// Unpacks an archive and installs it as the whole state, atomically.
     pub fn install(&self, archive: &SnapshotArchive, state: &StateStore) -> Result<(), Error> {
+        // Issue #19, deliverable 3: the state store holds one group's state, [`SHARD`]'s; another
+        // group's keys would land under the wrong prefix (or, checked later, the wrong counters).
+        if archive.group != SHARD {
+            return Err(Error::Corrupt {
+                what: format!(
+                    "snapshot {} holds the state of {}; this state store holds {SHARD}",
+                    archive.name, archive.group
+                ),
+            });
+        }
         let (_, actual) = file_digest(&archive.path)?;
         if actual != archive.sha256 {
             return Err(Error::Corrupt { what: format!("snapshot {} changed on disk", archive.name) });

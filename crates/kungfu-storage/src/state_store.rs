@@ -391,6 +391,11 @@ fn closed() -> Error {
 }
 
 impl StateRead for LiveView {
+    /// The state of this store is [`SHARD`]'s: its keys carry that prefix.
+    fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         self.view()?.get(key)
     }
@@ -427,6 +432,11 @@ impl CachedView<'_> {
 }
 
 impl StateRead for CachedView<'_> {
+    /// The state of this store is [`SHARD`]'s: its keys carry that prefix.
+    fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         if let Some(record) = self.hot.records.get(key) {
             return Ok(Some(record));
@@ -471,6 +481,11 @@ impl RocksView<'_> {
 }
 
 impl StateRead for RocksView<'_> {
+    /// The state of this store is [`SHARD`]'s: its keys carry that prefix.
+    fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         let cf = family_cf(self.db, key)?;
         match self.db.get_cf_opt(cf, storage_key(key), &self.opts()).map_err(rocks_err)? {
@@ -533,5 +548,20 @@ impl StateRead for RocksView<'_> {
         }
         it.status().map_err(rocks_err)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Golden bytes of the storage key (issue #19, deliverable 3): the group's two bytes
+    /// (`SHARD`, group 0: `0000`, as every key ever written), then the core key.
+    #[test]
+    fn a_storage_key_is_the_group_then_the_core_key() {
+        assert_eq!(SHARD, kungfu_types::GroupId::ZERO);
+        let counters = kungfu_core::keys::counters(SHARD);
+        assert_eq!(hex::encode(storage_key(&counters)), "00000001");
+        assert_eq!(hex::encode(kungfu_types::GroupId(5).to_be_bytes()), "0005", "group 5's prefix");
     }
 }

@@ -37,7 +37,7 @@ fn describe(checkpoint: &Path) -> Result<Described, Error> {
     let (index, term): (u64, u64) = (index.parse().expect("index"), term.parse().expect("term"));
     Ok(Described {
         name: format!("state-{index:020}-{term}"),
-        meta: b"meta".to_vec(),
+        meta: b"\x01meta".to_vec(),
         applied_index: index,
         applied_term: term,
     })

@@ -258,10 +258,10 @@ fn a_snapshot_installed_on_another_node_gives_the_same_digest() {
     let b = tempfile::tempdir().expect("tempdir");
     let sa = open(a.path());
     run_both(&scenario(), &sa.state);
-    let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"meta").expect("build");
+    let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"\x01meta").expect("build");
     assert_eq!(
         sa.snapshots.latest().expect("latest").map(|(x, m)| (x.name, m)),
-        Some((archive.name.clone(), b"meta".to_vec()))
+        Some((archive.name.clone(), b"\x01meta".to_vec()))
     );
 
     let sb = DataDir::new(b.path())
@@ -279,14 +279,14 @@ fn a_snapshot_installed_on_another_node_gives_the_same_digest() {
         std::io::Write::write_all(&mut file, &chunk).expect("write");
     }
     drop(file);
-    let received = sb.snapshots.accept(&path, &archive.name, &archive.sha256, b"meta").expect("accept");
+    let received = sb.snapshots.accept(&path, &archive.name, &archive.sha256, b"\x01meta").expect("accept");
     // Node b read (and cached) a state of its own before the install: none of it may survive.
     run_both(&scenario()[..3], &sb.state);
     let agent = keys::agent(kungfu_types::AgentId(3));
     assert!(sb.state.applier().get(&agent).expect("read").is_some());
     sb.snapshots.install(&received, &sb.state).expect("install");
     assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
-    for key in [agent, keys::counters()] {
+    for key in [agent, keys::counters(kungfu_types::GroupId::ZERO)] {
         let want = sa.state.read(|v| v.get(&key)).expect("a");
         assert_eq!(sb.state.applier().get(&key).expect("applier"), want, "a cached record outlived the install");
         assert_eq!(sb.state.read_latest(|v| v.get(&key)).expect("latest"), want);
@@ -305,7 +305,7 @@ fn a_corrupted_transfer_is_refused_and_the_state_is_untouched() {
     let a = tempfile::tempdir().expect("tempdir");
     let sa = open(a.path());
     run_both(&scenario(), &sa.state);
-    let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"meta").expect("build");
+    let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"\x01meta").expect("build");
     let before = sa.state.digest().expect("digest");
     let (path, mut file) = sa.snapshots.incoming("00000000000000000013-1").expect("incoming");
     let mut bytes = std::fs::read(&archive.path).expect("read");
@@ -313,7 +313,8 @@ fn a_corrupted_transfer_is_refused_and_the_state_is_untouched() {
     bytes[mid] ^= 0xff;
     std::io::Write::write_all(&mut file, &bytes).expect("write");
     drop(file);
-    let err = sa.snapshots.accept(&path, "00000000000000000013-1", &archive.sha256, b"meta").expect_err("must refuse");
+    let err =
+        sa.snapshots.accept(&path, "00000000000000000013-1", &archive.sha256, b"\x01meta").expect_err("must refuse");
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert_eq!(sa.state.digest().expect("digest"), before);
     assert_eq!(sa.snapshots.list().expect("list"), vec![archive.name]);
@@ -324,7 +325,7 @@ fn only_the_newest_snapshots_are_kept() {
     let a = tempfile::tempdir().expect("tempdir");
     let sa = open(a.path());
     for i in 1..=4 {
-        sa.snapshots.build(&sa.state, &format!("{i:020}-1"), b"m").expect("build");
+        sa.snapshots.build(&sa.state, &format!("{i:020}-1"), b"\x01m").expect("build");
     }
     assert_eq!(sa.snapshots.list().expect("list"), vec![format!("{:020}-1", 3), format!("{:020}-1", 4)]);
 }

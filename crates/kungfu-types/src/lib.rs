@@ -3,6 +3,7 @@
 //!
 //! Table of contents:
 //! - [`ids`]: one newtype per identifier, so an `AgentId` can never be passed where a `ThreadId` is meant.
+//! - [`group`]: [`GroupId`], the raft group, and the id layout (group bits, then a per-group sequence).
 //! - [`time`]: [`Timestamp`] (microseconds since the Unix epoch, stamped by the leader) and [`Micros`].
 //! - [`role`]: thread roles and the "may speak" predicate (§6.2).
 //! - [`content`]: participant content, kept apart from structure (L6).
@@ -11,6 +12,7 @@
 //! - [`rejection`]: the closed set of rejection codes and next steps (L2, §8), with fak's reason names.
 
 pub mod content;
+pub mod group;
 pub mod ids;
 pub mod labels;
 pub mod record;
@@ -20,6 +22,7 @@ pub mod role;
 pub mod time;
 
 pub use content::Content;
+pub use group::GroupId;
 pub use ids::{
     AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, RecordId, TaskId, ThreadId, Version,
 };

@@ -17,7 +17,7 @@ pub(super) fn register(
         // A fresh 256-bit secret never collides; a repeat means the caller reused secret material.
         return reject_field(Code::InvalidArgument, "key", "this key is already registered; generate a fresh key");
     }
-    let agent = AgentId(cx.counters()?.agents + 1);
+    let agent = AgentId(cx.next_id(cx.counters()?.agents)?);
     cx.emit(Fact::AgentRegistered { agent, key_hash, key_fingerprint: key_fingerprint.clone() })?;
     Ok(ActionResult::AgentRegistered { agent, key_fingerprint })
 }

@@ -40,7 +40,7 @@ pub(super) fn create_assignment(
             format!("a thread has at most {} undelivered assignments", cx.limits.max_open_assignments_per_thread),
         );
     }
-    let assignment = AssignmentId(cx.counters()?.assignments + 1);
+    let assignment = AssignmentId(cx.next_id(cx.counters()?.assignments)?);
     cx.emit(Fact::AssignmentCreated {
         assignment,
         thread,

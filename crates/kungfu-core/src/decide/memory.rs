@@ -26,7 +26,7 @@ pub(super) fn emit_memory(cx: &mut Cx<'_>, me: AgentId, content: &Content, field
             format!("an agent may create at most {} Memories", cx.limits.max_memories_per_agent),
         );
     }
-    let memory = MemoryId(cx.counters()?.memories + 1);
+    let memory = MemoryId(cx.next_id(cx.counters()?.memories)?);
     cx.emit(Fact::MemoryCreated { memory, author: me, content: content.clone() })?;
     Ok((memory, Version::FIRST))
 }

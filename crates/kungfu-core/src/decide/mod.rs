@@ -115,6 +115,16 @@ impl<'s> Cx<'s> {
         Ok(self.tx.counters()?.unwrap_or_default())
     }
 
+    /// The id after `last` (a counter of this group's [`Counters`]) in this group's partition
+    /// (issue #19, deliverable 3: the id layout of `kungfu_types::group`). In group 0 it is
+    /// `last + 1`, as it always was; a group that has spent its 2^48 - 1 ids of a kind refuses.
+    fn next_id(&self, last: u64) -> Res<u64> {
+        match kungfu_types::group::next_id(self.tx.group(), last) {
+            Some(id) => Ok(id),
+            None => reject(Code::LimitExceeded, "no ids of this kind are left in this group"),
+        }
+    }
+
     fn content(&self, field: &str, c: &Content, max: usize) -> Res<()> {
         if c.len() > max {
             return Err(Fail::Reject(

@@ -14,7 +14,7 @@ use crate::fact::Fact;
 use crate::keys;
 use crate::model::*;
 use crate::receipt::ActionResult;
-use crate::state::StateExt;
+use crate::state::{StateExt, StateRead};
 use crate::visibility;
 use kungfu_types::{
     AgentId, Code, ConflictValue, Content, ExternalRef, FakReason, Labels, RecordConflict, RecordId, Rejection,
@@ -223,7 +223,8 @@ pub(super) fn create_record(cx: &mut Cx<'_>, me: AgentId, n: &NewRecord<'_>) -> 
         check_ask(cx, n.thread, me, ask)?;
     }
     inline_budget(cx, me, &[&body], &message)?;
-    let Some(id) = cx.tx.record_counter()?.unwrap_or(0).checked_add(1).map(RecordId) else {
+    let Some(id) = kungfu_types::group::next_id(cx.tx.group(), cx.tx.record_counter()?.unwrap_or(0)).map(RecordId)
+    else {
         return reject(Code::LimitExceeded, "no record ids are left");
     };
 

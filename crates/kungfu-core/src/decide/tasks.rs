@@ -136,7 +136,7 @@ pub(super) fn create_task(
         }
     }
     let contract = check_contract(cx, me, draft)?;
-    let task = TaskId(cx.counters()?.tasks + 1);
+    let task = TaskId(cx.next_id(cx.counters()?.tasks)?);
     cx.emit(Fact::TaskCreated { task, author: me, audience: audience.clone(), contract })?;
     Ok(ActionResult::TaskCreated { task, version: Version::FIRST })
 }
@@ -220,7 +220,7 @@ fn engage(cx: &mut Cx<'_>, me: AgentId, task: TaskId) -> Res<(EngagementId, bool
         );
     }
     // §7.3: the engagement binds the contract version and the required input versions.
-    let engagement = EngagementId(cx.counters()?.engagements + 1);
+    let engagement = EngagementId(cx.next_id(cx.counters()?.engagements)?);
     let judge = match cv.contract.judge {
         Judge::Author => t.author,
         Judge::Agent(j) => j,

@@ -38,7 +38,7 @@ pub(super) fn create_thread(
     cx.content("subject", subject, cx.limits.max_subject_bytes)?;
     let a = cx.active(me)?;
     check_open_thread_capacity(cx, &a)?;
-    let thread = ThreadId(cx.counters()?.threads + 1);
+    let thread = ThreadId(cx.next_id(cx.counters()?.threads)?);
     cx.emit(Fact::ThreadCreated { thread, creator: me, subject: subject.clone() })?;
     let grant = match grant {
         Some(g) => Some(emit_grant(cx, thread, g)?),

@@ -115,7 +115,7 @@ pub(super) fn record_created(tx: &mut Tx<'_>, c: &CreatedRecord<'_>, at: Timesta
     tx.put(keys::thread_record(c.thread, c.record), Record::Ref(IndexRef::Record(c.record)));
     tx.put(keys::entry_record(c.thread, c.entry), Record::Ref(IndexRef::RecordRev { record: c.record, rev: 1 }));
     let last = tx.record_counter()?.unwrap_or(0);
-    tx.put(keys::record_counter(), Record::Counter(last.max(c.record.0)));
+    tx.put(keys::record_counter(tx.group()), Record::Counter(last.max(c.record.0)));
     Ok(())
 }
 

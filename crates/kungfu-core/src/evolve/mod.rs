@@ -19,7 +19,7 @@ mod threads;
 use crate::fact::{ExpiryResult, Fact, JournaledFact};
 use crate::keys;
 use crate::model::*;
-use crate::state::{IndexRef, Record, StateError, StateExt, Tx};
+use crate::state::{IndexRef, Record, StateError, StateExt, StateRead, Tx};
 use kungfu_types::{ObjectRef, Timestamp};
 
 /// Folds one journaled fact into the state and records it in the journal of every object it names.
@@ -140,7 +140,7 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
             )?
         }
     }
-    tx.put(keys::counters(), Record::Counters(counters));
+    tx.put(keys::counters(tx.group()), Record::Counters(counters));
     Ok(())
 }
 
