@@ -408,6 +408,17 @@ test("a shared record shows in its thread, opens, follows its feed as it is patc
   assert.ok((await page.textContent("#object-view dl.facts")).includes("as of rev 1 (current: 3)"));
   assert.equal(await page.$$eval("#object-view table.notes tbody tr", (r) => r.length), 0, "no note at rev 1");
   assert.equal(await page.evaluate(() => window.__pwned), undefined, "the payload ran nothing");
+
+  // The entry that wrote rev 3, read alone, links to the record as of that rev.
+  const wrote = await page.textContent('#object-view table.record-events tr[data-rev="3"] td:nth-child(3)');
+  await page.fill("#open-id", thread);
+  await page.selectOption("#open-view", "entry");
+  await page.fill("#open-entry", wrote.trim());
+  await page.click("#open-form button[type=submit]");
+  const link = `#object-view .record-link button[data-record="${record}"][data-rev="3"]`;
+  await page.waitForSelector(link, { timeout: BOUND_MS });
+  await page.click(link);
+  await page.waitForSelector('#object-view[data-view="record"] .rev[data-rev="3"]', { timeout: BOUND_MS });
   assert.deepEqual(errors, [], "no script error on the page");
   await context.close();
 });
