@@ -627,3 +627,90 @@ async fn console_live_streams_resume_from_the_last_event_id_without_gap_or_dupli
     assert_eq!(now.data["reset"], true, "{now:?}");
     assert!(!upserts_response(&now, &thread, entry), "the answered response is gone: {now:?}");
 }
+
+/// The labels of the record tests' inline text: tainted, shared with the thread's members.
+fn fleet_text(text: &str) -> Json {
+    json!({ "content": { "content": text, "labels": { "taint": "TAINT_TAINTED", "scope": "SCOPE_FLEET" } } })
+}
+
+/// A shared record in `thread`, created by `key` (rev 1): its id.
+async fn a_record(http: SocketAddr, key: &str, thread: &str) -> String {
+    let args = json!({
+        "thread": thread, "title": "Plan", "state": "open", "body": fleet_text("draft 1"),
+        "scope": "SCOPE_FLEET", "editors": "RECORD_EDITORS_SPEAKERS", "message": fleet_text("record: Plan"),
+    });
+    let created = act(http, "record_create", args, key).await;
+    created["receipt"]["result"]["record_created"]["record"]
+        .as_str()
+        .or_else(|| created["receipt"]["record_created"]["record"].as_str())
+        .unwrap_or_else(|| panic!("a record id: {created}"))
+        .to_string()
+}
+
+/// Appends a note to `record` on `base_rev` as `key`.
+async fn a_note(http: SocketAddr, key: &str, record: &str, base_rev: u32, id: &str) {
+    let args = json!({
+        "record": record, "base_rev": base_rev,
+        "ops": [{ "append_note": { "note_id": id, "kind": "NOTE_KIND_COMMENT", "body": fleet_text(id) } }],
+        "message": fleet_text(&format!("patch {record}")),
+    });
+    act(http, "record_patch", args, key).await;
+}
+
+/// The revs of a record event.
+fn revs(e: &Event) -> Vec<u64> {
+    e.data["events"].as_array().expect("events").iter().map(|x| x["rev"].as_u64().expect("rev")).collect()
+}
+
+/// A shared record's stream (WatchRecord): refused without a key, with a wrong key, and for an
+/// agent who is no member of the record's thread, each with its stable code; for a member, the
+/// backlog from the creation, then each accepted patch as it is applied, its SSE id its rev; and
+/// reconnecting with that id brings exactly the revs missed meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_live_record_stream_follows_patches_and_resumes_from_the_last_rev() {
+    let (_cluster, http, _, agent) = one_node("").await;
+    let a_key = agent.key.clone().expect("key");
+    let (_, b_key, thread) = a_thread_with(http, &a_key).await;
+    let record = a_record(http, &a_key, &thread).await;
+    let path = format!("/ui/api/watch/record/{record}");
+
+    for wrong in [None, Some("kf_ag_not-a-real-key")] {
+        let Err(refused) = open_live(http, &path, wrong, None).await else { panic!("streamed for the key {wrong:?}") };
+        assert_eq!(refused.status, 401, "{wrong:?}: {refused:?}");
+        assert_eq!(refused.json()["error"]["code"], "UNAUTHENTICATED", "{wrong:?}: {refused:?}");
+    }
+    let outsider = mcp_tool(http, "agent_register", json!({}), None).await;
+    let c_key = outsider["agent_key"].as_str().expect("agent_key");
+    // A non-member is refused before anything streams, as the thread's feed refuses one.
+    let Err(refused) = open_live(http, &path, Some(c_key), None).await else {
+        panic!("a record's stream opened for an agent who is no member of its thread")
+    };
+    assert_eq!((refused.status, refused.json()["error"]["code"].as_str()), (404, Some("NOT_FOUND")), "{refused:?}");
+    let Err(bad_resume) = open_live(http, &path, Some(&b_key), Some("x")).await else {
+        panic!("a record stream opened from a resume point that is no rev")
+    };
+    assert_eq!((bad_resume.status, bad_resume.json()["error"]["field"].as_str()), (400, Some("Last-Event-ID")));
+
+    // The backlog (the creation), then a patch as it is applied.
+    let mut live = open_live(http, &path, Some(&b_key), None).await.expect("B's record streams");
+    let backlog = live.next().await;
+    assert_eq!((backlog.event.as_str(), revs(&backlog)), ("record", vec![1]), "{backlog:?}");
+    assert_eq!(backlog.id.as_deref(), Some("1"), "{backlog:?}");
+    a_note(http, &a_key, &record, 1, "n1").await;
+    let patched = live.next().await;
+    assert_eq!(revs(&patched), vec![2], "{patched:?}");
+    assert_eq!(patched.id.as_deref(), Some("2"), "the SSE id is the last rev: {patched:?}");
+    assert_eq!(patched.data["events"][0]["base_rev"], 1, "{patched:?}");
+    drop(live);
+
+    // Missed while disconnected: exactly these come back, in order, after rev 2.
+    a_note(http, &a_key, &record, 2, "n2").await;
+    a_note(http, &a_key, &record, 3, "n3").await;
+    let mut resumed = open_live(http, &path, Some(&b_key), Some("2")).await.expect("resumed");
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.extend(revs(&resumed.next().await));
+    }
+    assert_eq!(got, vec![3, 4], "no gap, no duplicate");
+    assert!(resumed.next_within(Duration::from_millis(500)).await.is_none(), "nothing more");
+}

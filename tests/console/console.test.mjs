@@ -326,6 +326,103 @@ test("the Task view shows contract versions, an engagement and adoptions against
   await context.close();
 });
 
+test("a shared record shows in its thread, opens, follows its feed as it is patched, and shows its payload as text", async () => {
+  const a = cli(null, "register", "--no-save");
+  const b = cli(null, "register", "--no-save");
+  const [aKey, bKey] = [a.agent_key, b.agent_key];
+  const created = cli(aKey, "thread", "create", "--text", "record here", "--grant", "speaker");
+  const thread = receiptOf(created).thread;
+  cli(bKey, "thread", "join", created.grant_secret);
+  const title = `<img src=x onerror="window.__pwned=3"><script>window.__pwned=4</script><b>Plan</b>`;
+  const note = `<i>note</i><img src=x onerror="window.__pwned=5">`;
+  const record = receiptOf(cli(aKey, "record", "create", thread, "--title", title, "--body", "draft 1")).record;
+  assert.ok(record, "record create names the record");
+  assert.equal(receiptOf(cli(aKey, "record", "patch", record, "--base-rev", "1", "--note", `n1=${note}`)).rev, 2);
+
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const streams = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/ui/api/watch/record/")) streams.push(r.headers()["last-event-id"] || "");
+  });
+  let live;
+  for (const id of [1, 2, 3]) {
+    if (await fetch(consoleUrl(id)).then((r) => r.ok, () => false)) {
+      live = id;
+      break;
+    }
+  }
+  await page.goto(consoleUrl(live));
+  await page.fill("#agent-key", bKey);
+  await page.click("#agent-form button[type=submit]");
+  await page.waitForSelector("#agent-live[data-state=live]", { timeout: BOUND_MS });
+
+  // The thread view lists the record, and marks the timeline's entries that are its writes.
+  await page.fill("#open-id", thread);
+  await page.selectOption("#open-view", "thread");
+  await page.click("#open-form button[type=submit]");
+  const listed = `#object-view ul.records li[data-record="${record}"] button`;
+  await page.waitForSelector(listed, { timeout: BOUND_MS });
+  await page.waitForSelector(`#object-view table.timeline button[data-record="${record}"][data-rev="2"]`, { timeout: BOUND_MS });
+  await page.waitForSelector(`#object-view table.timeline button[data-record="${record}"][data-rev="1"]`, { timeout: BOUND_MS });
+
+  // Opened from the list: title, state, rev, body, the note as text, the history.
+  await page.click(listed);
+  await page.waitForSelector('#object-view[data-view="record"] .rev[data-current-rev="2"]', { timeout: BOUND_MS });
+  const facts = await page.textContent("#object-view dl.facts");
+  assert.ok(facts.includes(title), "the title, as text");
+  assert.ok(facts.includes("rev 2 (current)"), facts);
+  assert.match(facts, /mem_\d+ v\d+ · tainted · fleet/, "the body's reference and labels");
+  assert.equal(await page.textContent('#object-view table.notes tr[data-note="n1"] .content'), note, "the note, as text");
+  assert.deepEqual(await page.$$eval("#object-view table.record-events tbody tr", (r) => r.map((x) => x.dataset.rev)), ["2", "1"]);
+  assert.equal(await page.$$eval("#object-view img, #object-view script, #object-view b, #object-view i", (n) => n.length), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "the payload ran nothing");
+  await page.waitForSelector("#object-live[data-state=live]", { timeout: BOUND_MS });
+  assert.deepEqual(streams, [""], "one record stream, from the creation");
+
+  // A patch with the CLI shows without a reload, re-read because of a stream event, not a poll.
+  const url = page.url();
+  assert.equal(receiptOf(cli(aKey, "record", "patch", record, "--base-rev", "2", "--state", "review", "--decision", "d1=open:ship it?")).rev, 3);
+  await page.waitForFunction(
+    () => {
+      const v = document.getElementById("object-view");
+      return v.querySelector('.rev[data-current-rev="3"]') && v.dataset.refreshedBy === "stream";
+    },
+    null,
+    { timeout: BOUND_MS },
+  );
+  assert.equal(page.url(), url, "no navigation");
+  assert.deepEqual(streams, [""], "the same stream");
+  assert.equal(await page.getAttribute("#agent-live", "data-polls"), "0", "no fallback poll ran");
+  assert.ok((await page.textContent("#object-view dl.facts")).includes("review"), "the new state");
+  const paths = await page.textContent('#object-view table.record-events tr[data-rev="3"]');
+  assert.ok(paths.includes("/state"), paths);
+  assert.ok((await page.textContent('#object-view table.decisions tr[data-decision="d1"]')).includes("ship it?"));
+  await shot(page, "record");
+
+  // As of rev 1: the record as created, no note yet.
+  await page.selectOption("#record-rev", "1");
+  await page.waitForSelector('#object-view .rev[data-rev="1"]', { timeout: BOUND_MS });
+  assert.ok((await page.textContent("#object-view dl.facts")).includes("as of rev 1 (current: 3)"));
+  assert.equal(await page.$$eval("#object-view table.notes tbody tr", (r) => r.length), 0, "no note at rev 1");
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "the payload ran nothing");
+
+  // The entry that wrote rev 3, read alone, links to the record as of that rev.
+  const wrote = await page.textContent('#object-view table.record-events tr[data-rev="3"] td:nth-child(3)');
+  await page.fill("#open-id", thread);
+  await page.selectOption("#open-view", "entry");
+  await page.fill("#open-entry", wrote.trim());
+  await page.click("#open-form button[type=submit]");
+  const link = `#object-view .record-link button[data-record="${record}"][data-rev="3"]`;
+  await page.waitForSelector(link, { timeout: BOUND_MS });
+  await page.click(link);
+  await page.waitForSelector('#object-view[data-view="record"] .rev[data-rev="3"]', { timeout: BOUND_MS });
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
+
 test("when the leader behind the stream is killed, the agent view reconnects from its last event id and misses nothing", async () => {
   // Bring back the node the first test killed, so that a leader can be killed again.
   for (const id of [1, 2, 3]) {

@@ -5,8 +5,9 @@
 # `kungfu dev up`: the page shows three nodes and one leader, then a new leader after the old one
 # is killed; an agent's page shows its owed response, and shows it gone, without a reload and
 # without a poll (the watch feed's stream), once the reply is posted with the CLI; the thread,
-# mailbox, Task and collective views; participant content that is an HTML/script payload shows as
-# text and runs nothing.
+# mailbox, Task, collective and shared-record views (a record patched with the CLI shows live, from
+# the record's stream); participant content that is an HTML/script payload shows as text and runs
+# nothing.
 #
 # Usage: tests/console/run.sh KUNGFUD KUNGFU   (the built binaries; .ci/run passes the debug ones)
 # Needs chromium (Debian package `chromium`; CHROMIUM overrides the path) and node/npm. The npm

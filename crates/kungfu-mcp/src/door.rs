@@ -216,9 +216,9 @@ impl Door {
     /// than MCP: the console's live view (`/ui/api/watch/…` in the server). The same caller rules
     /// as [`Door::call_read_tool`] (the request's `Authorization` header as it came, the client's
     /// address vouched for), and the same path to the node: one gRPC call to its own API, which a
-    /// follower forwards to the leader, so the feed is exactly WatchTurn's or WatchThread's.
-    /// `args` are the request's fields in the door's JSON mapping (`{"cursor": …}`,
-    /// `{"thread": …, "after_entry": …}`); `lifetime` bounds the stream on the node's side. A
+    /// follower forwards to the leader, so the feed is exactly WatchTurn's, WatchThread's or
+    /// WatchRecord's. `args` are the request's fields in the door's JSON mapping (`{"cursor": …}`,
+    /// `{"thread": …, "after_entry": …}`, `{"record": …, "after_rev": …}`); `lifetime` bounds the stream on the node's side. A
     /// refusal to open (a missing or bad key, not a member, too many streams) is the answer.
     pub async fn open_watch(
         &self,
@@ -233,6 +233,7 @@ impl Door {
         let (input, output, path) = match feed {
             WatchFeed::Turn => ("WatchTurnRequest", "TurnEvent", "/kungfu.v1.WatchService/WatchTurn"),
             WatchFeed::Thread => ("WatchThreadRequest", "ThreadEvent", "/kungfu.v1.WatchService/WatchThread"),
+            WatchFeed::Record => ("WatchRecordRequest", "RecordEventBatch", "/kungfu.v1.WatchService/WatchRecord"),
         };
         let request = json::message_from_json(&reg.message(input), Some(args)).map_err(|e| e.to_rejection())?;
         let path = http::uri::PathAndQuery::from_static(path);
@@ -391,10 +392,13 @@ pub enum WatchFeed {
     Turn,
     /// `WatchThread`: a thread's entries after a sequence number, structure only.
     Thread,
+    /// `WatchRecord`: a shared record's accepted writes after a rev, as `record_events_get` lists
+    /// them (COORDINATION §5.8).
+    Record,
 }
 
-/// The events of one open watch feed, each in the door's JSON mapping (the `TurnEvent` or
-/// `ThreadEvent` message as a tool result would show it).
+/// The events of one open watch feed, each in the door's JSON mapping (the `TurnEvent`,
+/// `ThreadEvent` or `RecordEventBatch` message as a tool result would show it).
 pub struct WatchEvents {
     stream: tonic::Streaming<DynamicMessage>,
 }

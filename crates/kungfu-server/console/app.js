@@ -192,6 +192,7 @@ function viewOf(id) {
   if (/^task_/.test(id)) return "task";
   if (/^asg_/.test(id)) return "assignment";
   if (/^mem_/.test(id)) return "memory";
+  if (/^rec_/.test(id)) return "record";
   return "agent";
 }
 
@@ -424,7 +425,7 @@ class Feed {
 /** The page's live machinery: the turn's feed, the opened thread's feed, and the fallbacks. */
 const live = {
   turn: null,
-  thread: null, // { id, feed }
+  thread: null, // { id, feed }: the opened view's thread, or record (its id says which)
   poll: null, // the fallback poll's timer, only while the turn's stream is down
   polls: 0,
 };
@@ -451,7 +452,7 @@ function setFallback(on) {
       live.polls += 1;
       $("agent-live").dataset.polls = String(live.polls);
       refreshTurnOnce("poll");
-      refreshOpenOnce();
+      refreshOpenOnce("poll");
     }, FALLBACK_POLL_MS);
   } else if (!on && live.poll) {
     clearInterval(live.poll);
@@ -487,7 +488,7 @@ const refreshTurnOnce = coalesced(async (why) => {
   await readTurn(why || "stream");
   await readOpportunities();
 });
-const refreshOpenOnce = coalesced(() => drawOpen());
+const refreshOpenOnce = coalesced((why) => drawOpen(why || "open"));
 const refreshOpportunitiesOnce = coalesced(() => readOpportunities());
 
 function startWatching() {
@@ -508,7 +509,7 @@ function startWatching() {
       showLive(state, [detail, polling].filter(Boolean).join("; "));
     },
   );
-  watchOpenedThread();
+  watchOpened();
 }
 
 function stopWatching() {
@@ -520,30 +521,41 @@ function stopWatching() {
   showLive("off", "");
 }
 
-/** The opened view's thread, watched for new entries while it is open. */
-function watchOpenedThread() {
-  const thread = opened && ["thread", "mailbox", "collective", "barrier", "entry"].includes(opened.view) ? opened.id : null;
-  if (live.thread && live.thread.id === thread) return;
+/** What the opened view follows while it is open: its thread's entries, or a record's revs. */
+function watchedOfOpened() {
+  if (!opened) return null;
+  if (opened.view === "record") return { id: opened.id, path: "api/watch/record/", what: "revs" };
+  if (["thread", "mailbox", "collective", "barrier", "entry"].includes(opened.view)) {
+    return { id: opened.id, path: "api/watch/thread/", what: "entries" };
+  }
+  return null;
+}
+
+/** The opened view's thread (or record), watched while it is open; each event re-reads the view. */
+function watchOpened() {
+  const target = watchedOfOpened();
+  const key = target ? target.path + target.id : null;
+  if (live.thread && live.thread.key === key) return;
   if (live.thread) live.thread.feed.stop();
   live.thread = null;
   const indicator = $("object-live");
   indicator.dataset.state = "off";
   indicator.textContent = "";
-  if (!thread || !sessionStorage.getItem(AGENT_KEY)) return;
+  if (!target || !sessionStorage.getItem(AGENT_KEY)) return;
   const feed = new Feed(
-    "api/watch/thread/" + encodeURIComponent(thread),
-    () => {
+    target.path + encodeURIComponent(target.id),
+    (name) => {
+      refreshOpenOnce("stream");
       // A new entry may carry an assignment: an opportunity for this agent.
-      refreshOpenOnce();
-      refreshOpportunitiesOnce();
+      if (name === "thread") refreshOpportunitiesOnce();
     },
     (state, detail) => {
       const node = $("object-live");
       node.dataset.state = state;
-      node.textContent = state === "live" ? "● following " + thread + "'s entries" : state + (detail ? " — " + detail : "");
+      node.textContent = state === "live" ? "● following " + target.id + "'s " + target.what : state + (detail ? " — " + detail : "");
     },
   );
-  live.thread = { id: thread, feed };
+  live.thread = { id: target.id, key, feed };
 }
 
 // --- Object views: each a purpose-built page of text, from the read tools ----------------------
@@ -551,13 +563,15 @@ function watchOpenedThread() {
 let opened = null; // { view, id, entry }
 const finalBarriers = new Map(); // "th_1#3" -> a released or broken barrier (final: never re-read)
 const finalAssignments = new Map(); // asg id -> an ended assignment (final)
+const recordEvents = new Map(); // rec id -> its events read so far, in rev order (append-only)
+const noteTexts = new Map(); // "rec_1#n1" -> a note's text (a note never changes)
 
 function openObject(view, id, entry) {
   opened = { view, id, entry };
   $("open-view").value = view;
   $("open-id").value = id;
   $("open-entry").value = entry === undefined ? "" : String(entry);
-  watchOpenedThread();
+  watchOpened();
   refreshOpenOnce();
 }
 
@@ -706,9 +720,11 @@ async function threadView(id) {
   const after = Math.max(0, last - PAGE);
   const timeline = await tool("thread_timeline", { thread: id, after, page_size: PAGE });
   const entries = timeline.entries || [];
-  const [barriers, assignments] = await Promise.all([
+  const records = t.records || [];
+  const [barriers, assignments, writes] = await Promise.all([
     barriersOf(id, entries),
     assignmentsOf(entries.filter((e) => e.assignment).map((e) => e.assignment)),
+    recordWritesOf(records),
   ]);
   const out = [];
   out.push(facts([
@@ -738,12 +754,30 @@ async function threadView(id) {
   }
   out.push(mine);
 
+  const rs = section("Shared records");
+  if (records.length === 0) rs.appendChild(el("p", "None.", "empty"));
+  else {
+    const list = el("ul", null, "records");
+    for (const r of records) {
+      const li = el("li");
+      li.dataset.record = r;
+      li.appendChild(openButton(r, "record"));
+      const last = (recordEvents.get(r) || []).slice(-1)[0];
+      if (last) li.appendChild(el("span", " rev " + last.rev, "muted"));
+      list.appendChild(li);
+    }
+    rs.appendChild(list);
+  }
+  out.push(rs);
+
   const tl = section("Timeline" + (after > 0 ? " (entries " + (after + 1) + "–" + last + ")" : ""));
-  const tt = table(["#", "author", "posted", "reply to", "responses", "assignment", "pins"], "timeline");
+  const tt = table(["#", "author", "posted", "reply to", "responses", "assignment", "record write", "pins"], "timeline");
   for (const e of entries) {
     const asg = e.assignment ? openButton(e.assignment, "assignment") : "–";
+    const w = writes.get(Number(e.seq));
+    const rec = w ? recordButton(w.record, w.rev) : "–";
     const tr = row(tt, [e.seq, e.author, timeOf(e.posted_at_unix_micros), e.reply_to || "–",
-      responsesNode(e, barriers.get(e.seq)), asg, e.pin ? e.pin.memory + " v" + e.pin.version : "–"]);
+      responsesNode(e, barriers.get(e.seq)), asg, rec, e.pin ? e.pin.memory + " v" + e.pin.version : "–"]);
     tr.dataset.entry = String(e.seq);
     if (tr.querySelector(".owed")) tr.classList.add("owes");
   }
@@ -862,6 +896,168 @@ async function taskView(id, version) {
   return out;
 }
 
+/** A button that opens a record as of one rev: "rec_1 rev 3". */
+function recordButton(record, rev) {
+  const b = el("button", record + " rev " + rev, "link");
+  b.type = "button";
+  b.dataset.record = record;
+  b.dataset.rev = String(rev);
+  b.addEventListener("click", () => openObject("record", record, rev));
+  return b;
+}
+
+/** A record's events, read on from the last one cached (revs are dense and never change). */
+async function eventsOf(record) {
+  const known = recordEvents.get(record) || [];
+  let after = known.length ? Number(known[known.length - 1].rev) : 0;
+  const got = [];
+  for (let pages = 0; pages < 20; pages++) {
+    const page = await tool("record_events_get", { record, after_rev: after, page_size: 100 });
+    const events = page.events || [];
+    got.push(...events);
+    const next = Number(page.next_after_rev || 0);
+    if (events.length === 0 || !next || next <= after) break;
+    after = next;
+  }
+  const all = known.concat(got);
+  recordEvents.set(record, all);
+  return all;
+}
+
+/** The thread entries that are record writes: entry number -> { record, rev }. */
+async function recordWritesOf(records) {
+  const out = new Map();
+  await Promise.all(records.map(async (r) => {
+    try {
+      for (const e of await eventsOf(r)) if (e.entry) out.set(Number(e.entry), { record: r, rev: e.rev });
+    } catch (_) {
+      // Not readable by this agent: its writes show as plain entries.
+    }
+  }));
+  return out;
+}
+
+/** A body reference as text: "mem_4 v2", or an external store's digest. */
+function referenceText(ref) {
+  if (!ref) return "–";
+  if (ref.pin) return ref.pin.memory + " v" + ref.pin.version;
+  if (ref.external) return ref.external.store + ":" + ref.external.digest + " (" + ref.external.bytes + " bytes)";
+  return "–";
+}
+
+function labelsText(labels) {
+  if (!labels) return "–";
+  return enumName(labels.taint, "TAINT_") + " · " + enumName(labels.scope, "SCOPE_");
+}
+
+/** A note's text (its pinned body), read once; null when it is not readable here. */
+async function noteText(record, note) {
+  const k = record + "#" + note.id;
+  if (noteTexts.has(k)) return noteTexts.get(k);
+  let text = null;
+  try {
+    const body = await tool("record_body_get", { record, note_id: note.id });
+    text = body.pin ? body.pin.content : null;
+  } catch (_) {
+    return null;
+  }
+  noteTexts.set(k, text);
+  return text;
+}
+
+async function recordView(id, rev) {
+  const args = rev ? { record: id, rev } : { record: id };
+  const [r, events] = await Promise.all([tool("record_get", args), eventsOf(id)]);
+  const current = Number(r.current_rev || r.rev || 0);
+  const shown = Number(r.rev || 0);
+  const out = [];
+  // The rev picker: the current rev, or any earlier one as it was.
+  const picker = el("select", null, "rev-picker");
+  picker.id = "record-rev";
+  picker.setAttribute("aria-label", "show the record as of rev");
+  for (let n = current; n >= 1; n--) {
+    const o = el("option", n === current ? "rev " + n + " (current)" : "rev " + n);
+    o.value = String(n);
+    if (n === shown) o.selected = true;
+    picker.appendChild(o);
+  }
+  picker.addEventListener("change", () => {
+    const n = Number(picker.value);
+    openObject("record", id, n === current ? undefined : n);
+  });
+  const asOf = el("span", null, "rev");
+  asOf.dataset.rev = String(shown);
+  asOf.dataset.currentRev = String(current);
+  asOf.appendChild(el("span", shown === current ? "rev " + shown + " (current) " : "as of rev " + shown + " (current: " + current + ") "));
+  asOf.appendChild(picker);
+  const body = r.body || {};
+  const bodyText = body.redacted ? el("span", "redacted (narrower than the audience)", "muted")
+    : el("span", referenceText(body.reference) + " · " + labelsText(body.labels));
+  out.push(facts([
+    ["record", id],
+    ["thread", r.thread ? openButton(r.thread, "thread") : "–"],
+    ["title", contentNode(r.title)],
+    ["state", contentNode(r.state)],
+    ["rev", asOf],
+    ["body", bodyText],
+    ["creator", r.creator],
+    ["created", timeOf(r.created_at_unix_micros) + (r.entry ? " (entry #" + r.entry + ")" : "")],
+    ["scope", enumName(r.scope, "SCOPE_")],
+    ["editors", enumName(r.editors, "RECORD_EDITORS_")],
+    ["audience", enumName(r.audience, "SCOPE_")],
+  ]));
+
+  const notes = r.notes || [];
+  const texts = await Promise.all(notes.map((n) => noteText(id, n)));
+  const ns = section("Notes" + (r.redacted_notes ? " (" + r.redacted_notes + " redacted)" : ""));
+  const nt = table(["note", "kind", "text", "body", "labels", "author", "rev", "added"], "notes");
+  notes.forEach((n, i) => {
+    const text = texts[i] === null ? el("span", "not readable here", "muted") : contentNode(texts[i]);
+    row(nt, [n.id, enumName(n.kind, "NOTE_KIND_"), text, referenceText(n.body), labelsText(n.labels), n.author,
+      n.added_rev, timeOf(n.added_at_unix_micros)]).dataset.note = n.id;
+  });
+  ns.appendChild(nt);
+  if (notes.length === 0) ns.appendChild(el("p", "None.", "empty"));
+  out.push(ns);
+
+  const artifacts = r.artifacts || [];
+  const as = section("Artifacts" + (r.redacted_artifacts ? " (" + r.redacted_artifacts + " redacted)" : ""));
+  const at = table(["artifact", "media type", "reference", "labels", "author", "rev", "added"], "artifacts");
+  for (const a of artifacts) {
+    row(at, [a.id, a.media_type, referenceText(a.reference), labelsText(a.labels), a.author, a.added_rev,
+      timeOf(a.added_at_unix_micros)]).dataset.artifact = a.id;
+  }
+  as.appendChild(at);
+  if (artifacts.length === 0) as.appendChild(el("p", "None.", "empty"));
+  out.push(as);
+
+  const decisions = r.decisions || [];
+  const ds = section("Decisions");
+  const dt = table(["decision", "state", "reason", "author", "rev", "added"], "decisions");
+  for (const d of decisions) {
+    row(dt, [d.id, contentNode(d.state), contentNode(d.reason), d.author, d.added_rev,
+      timeOf(d.added_at_unix_micros)]).dataset.decision = d.id;
+  }
+  ds.appendChild(dt);
+  if (decisions.length === 0) ds.appendChild(el("p", "None.", "empty"));
+  out.push(ds);
+
+  const hs = section("History (every accepted write, newest first)");
+  const ht = table(["rev", "base rev", "entry", "actor", "at", "paths", "labels", "redacted"], "record-events");
+  for (const e of events.slice().reverse()) {
+    const open = recordButton(id, e.rev);
+    open.textContent = String(e.rev);
+    const tr = row(ht, [open, e.base_rev || "–", e.entry || "–", e.actor || "–", timeOf(e.at_unix_micros),
+      (e.paths || []).join(", ") || "–", e.redacted ? "–" : enumName(e.taint, "TAINT_") + " · " + enumName(e.scope, "SCOPE_"),
+      e.redacted ? "redacted" : "no"]);
+    tr.dataset.rev = String(e.rev);
+    if (Number(e.rev) === shown) tr.classList.add("shown");
+  }
+  hs.appendChild(ht);
+  out.push(hs);
+  return out;
+}
+
 async function collectiveView(id, header) {
   if (!header) throw new Error("a collective is read by its header entry: give the entry number");
   const c = await tool("collective_get", { thread: id, header, include_outputs: true });
@@ -929,7 +1125,8 @@ const OTHER_READS = {
   agent: (id) => ["working_set_get", { object: id }],
 };
 
-async function drawOpen() {
+/** Draws the opened view; `why` (open, stream, slow, poll) is kept on it for whoever asks. */
+async function drawOpen(why) {
   if (!opened || !sessionStorage.getItem(AGENT_KEY)) return;
   const { view, id, entry } = opened;
   const target = $("object-view");
@@ -939,10 +1136,20 @@ async function drawOpen() {
     else if (view === "mailbox") nodes = await mailboxView(id);
     else if (view === "task") nodes = await taskView(id, entry);
     else if (view === "collective") nodes = await collectiveView(id, entry);
+    else if (view === "record") nodes = await recordView(id, entry);
     else {
       const [name, args] = OTHER_READS[view](id, entry);
-      nodes = [el("div", null, "tree")];
-      nodes[0].appendChild(tree(await tool(name, args), name));
+      const answer = await tool(name, args);
+      nodes = [];
+      // An entry that is a record's write links to the record as of that rev.
+      if (answer && answer.record && answer.record.record) {
+        const p = el("p", "a write of the shared record ", "record-link");
+        p.appendChild(recordButton(answer.record.record, answer.record.rev));
+        nodes.push(p);
+      }
+      const t = el("div", null, "tree");
+      t.appendChild(tree(answer, name));
+      nodes.push(t);
     }
     // Still the view asked for (another may have been opened meanwhile).
     if (opened !== null && opened.view === view && opened.id === id) {
@@ -950,6 +1157,7 @@ async function drawOpen() {
       for (const n of nodes) target.appendChild(n);
       target.dataset.view = view;
       target.dataset.object = id;
+      target.dataset.refreshedBy = why;
       tickCountdowns();
       setStatus("object-status", view + " " + id + (entry ? " #" + entry : "") + " · read " + new Date().toLocaleTimeString(), false);
     }
@@ -996,6 +1204,8 @@ function keyForm(formId, inputId, forgetId, storageKey, after) {
 function agentKeyChanged() {
   finalBarriers.clear();
   finalAssignments.clear();
+  recordEvents.clear();
+  noteTexts.clear();
   if (!sessionStorage.getItem(AGENT_KEY)) {
     stopWatching();
     clear($("turn-table").querySelector("tbody"));
@@ -1027,7 +1237,7 @@ function start() {
   setInterval(oneAtATime(refreshCluster), REFRESH_MS);
   setInterval(() => {
     refreshOpportunitiesOnce();
-    refreshOpenOnce();
+    refreshOpenOnce("slow");
   }, SLOW_MS);
   setInterval(tickCountdowns, 1000);
 }

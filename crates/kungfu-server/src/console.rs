@@ -14,11 +14,12 @@
 //!   them. Open to loopback clients only, or guarded by the operator token
 //!   (`console.cluster_view`).
 //!
-//! - `GET /ui/api/watch/turn` and `GET /ui/api/watch/thread/{thread}` are the live view: the
-//!   node's own watch feeds (WatchTurn, WatchThread), opened through the MCP door's call path
+//! - `GET /ui/api/watch/turn`, `GET /ui/api/watch/thread/{thread}` and
+//!   `GET /ui/api/watch/record/{record}` are the live view: the node's own watch feeds
+//!   (WatchTurn, WatchThread, WatchRecord), opened through the MCP door's call path
 //!   ([`kungfu_mcp::Door::open_watch`]) with the request's key and relayed as Server-Sent Events:
 //!   each event is the feed's message in the door's JSON mapping, its SSE `id` the resume point
-//!   (the turn's cursor, a thread's last entry number), which the page sends back as
+//!   (the turn's cursor, a thread's last entry number, a record's last rev), which the page sends back as
 //!   `Last-Event-ID` when it reconnects, so nothing is missed and nothing is sent twice. The
 //!   stream ends with an `end` event: the refusal the feed ended with, or a request to reconnect.
 //!
@@ -117,6 +118,7 @@ pub fn router(
         .route("/ui/api/cluster", get(cluster))
         .route("/ui/api/watch/turn", get(watch_turn))
         .route("/ui/api/watch/thread/{thread}", get(watch_thread))
+        .route("/ui/api/watch/record/{record}", get(watch_record))
         .with_state(console)
 }
 
@@ -280,6 +282,34 @@ async fn watch_thread(
     live(console, peer, headers, WatchFeed::Thread, args).await
 }
 
+/// `GET /ui/api/watch/record/{record}`: a shared record's accepted writes (WatchRecord) after the
+/// rev in `Last-Event-ID` (none: from its creation), for the default audience (fleet).
+async fn watch_record(
+    State(console): State<Arc<Console>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(record): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let after = match last_event_id(&headers) {
+        Ok(None) => 0,
+        Ok(Some(id)) => match id.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => {
+                return refused(&Rejection::field(
+                    Code::InvalidArgument,
+                    "Last-Event-ID",
+                    "must be the rev of the last event received",
+                ));
+            }
+        },
+        Err(r) => return refused(&r),
+    };
+    let mut args = serde_json::Map::new();
+    args.insert("record".into(), Json::String(record));
+    args.insert("after_rev".into(), json!(after));
+    live(console, peer, headers, WatchFeed::Record, args).await
+}
+
 /// Opens the feed and answers with its events as `text/event-stream`; a refusal to open (no key,
 /// a bad key, not a member, too many streams) is an ordinary JSON refusal instead.
 async fn live(
@@ -346,7 +376,7 @@ async fn relay(mut events: WatchEvents, feed: WatchFeed, tx: mpsc::Sender<Bytes>
 
 /// One event of a feed as an SSE frame: `event` names the feed, `id` is where to resume after it
 /// (a turn event's cursor, absent on the parts of a large change set that carry none; a thread
-/// event's last entry number), `data` the event in the door's JSON mapping (one line: JSON text
+/// event's last entry number; a record batch's last rev), `data` the event in the door's JSON mapping (one line: JSON text
 /// holds no raw newline).
 fn event_frame(feed: WatchFeed, event: &Json) -> Bytes {
     let (name, id) = match feed {
@@ -358,6 +388,16 @@ fn event_frame(feed: WatchFeed, event: &Json) -> Bytes {
                 .and_then(Json::as_array)
                 .and_then(|e| e.last())
                 .and_then(|e| e.get("seq"))
+                .and_then(Json::as_u64)
+                .map(|n| n.to_string()),
+        ),
+        WatchFeed::Record => (
+            "record",
+            event
+                .get("events")
+                .and_then(Json::as_array)
+                .and_then(|e| e.last())
+                .and_then(|e| e.get("rev"))
                 .and_then(Json::as_u64)
                 .map(|n| n.to_string()),
         ),
@@ -594,6 +634,8 @@ mod tests {
         assert!(!text.contains("\nid:") && text.matches('\n').count() == 3, "{text:?}");
         let thread = event_frame(WatchFeed::Thread, &json!({ "entries": [{ "seq": 4 }, { "seq": 5 }] }));
         assert!(String::from_utf8_lossy(&thread).starts_with("event: thread\nid: 5\ndata: "), "{thread:?}");
+        let record = event_frame(WatchFeed::Record, &json!({ "events": [{ "rev": 2 }, { "rev": 3 }] }));
+        assert!(String::from_utf8_lossy(&record).starts_with("event: record\nid: 3\ndata: "), "{record:?}");
     }
 
     /// A deposed leader cut off from the others still says it leads, in an older term: the view
