@@ -582,7 +582,7 @@ async fn run_record(
             // one sent is exact.
             after = batch.events.next_after_rev;
             let events = batch.events.events.iter().map(pb::RecordEvent::from).collect();
-            feed.send(pb::RecordEventBatch { events, applied_index: batch.applied }).await?;
+            feed.send(pb::RecordEventBatch { events, applied_index: batch.applied, group: u32::from(SHARD.0) }).await?;
         }
         if n < page {
             if batch.closed {
