@@ -164,6 +164,22 @@ impl Verdict {
         self.valid = self.valid.and(Validity::Unknown);
     }
 
+    /// A final read that did not succeed: true when it failed, after recording that its node is not
+    /// checked (a read that never completed says nothing and is skipped silently).
+    pub fn final_read_failed(&mut self, p: &crate::history::Pair<'_>) -> bool {
+        if p.is_ok() {
+            return false;
+        }
+        if p.completion.is_some() {
+            self.undecided(
+                "missing_final_read",
+                p.indexes(),
+                format!("the final read on node {} failed: its node is not checked", p.node().unwrap_or("?")),
+            );
+        }
+        true
+    }
+
     /// Sets a count.
     pub fn count(&mut self, name: &str, n: u64) {
         self.counts.insert(name.to_owned(), n);

@@ -323,17 +323,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                 }
             }
             FINAL_READ => {
-                if !p.is_ok() {
-                    if p.completion.is_some() {
-                        v.undecided(
-                            "missing_final_read",
-                            p.indexes(),
-                            format!(
-                                "the final read on node {} failed: its node is not checked",
-                                p.node().unwrap_or("?")
-                            ),
-                        );
-                    }
+                if v.final_read_failed(&p) {
                     continue;
                 }
                 match parse_read(p) {

@@ -14,7 +14,7 @@ use crate::checker::messages::{ASKED_ME, MAILBOX, SEND};
 use crate::client;
 use crate::history::{FINAL_READ, OpType};
 use crate::recorder::Completion;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kungfu_client::{Client, Error, pb};
@@ -195,17 +195,7 @@ impl Workload for Messages {
             self.thread = thread;
             // As in `replay`: process slot `s` acts as agent `s % agents`, so with more processes
             // than nodes every agent sends (and replays) through several nodes.
-            let nodes = env.endpoints.len().max(1);
-            let n = (processes / nodes).max(2);
-            for _ in 0..n {
-                let (id, key) = register(env).await?;
-                env.setup
-                    .with_key(key.clone())
-                    .join(pb::JoinRequest { grant_secret: secret.clone(), ..Default::default() }, None)
-                    .await
-                    .context("joining the messages thread")?;
-                self.agents.push((id, key));
-            }
+            self.agents = super::join_members(env, processes, &secret, "messages").await?;
             self.lead = lead;
             Ok(())
         }

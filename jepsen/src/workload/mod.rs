@@ -194,6 +194,24 @@ pub async fn open_thread(env: &Env, lead: &str, subject: &str) -> Result<(String
     }
 }
 
+/// Registers the members of a shared-thread workload and admits them with `secret`: enough that,
+/// with `processes` processes over the nodes, every agent acts through several nodes (process slot
+/// `s` acts as agent `s % agents`); at least two. Returns (id, key) per member.
+pub async fn join_members(env: &Env, processes: usize, secret: &str, what: &str) -> Result<Vec<(String, String)>> {
+    let nodes = env.endpoints.len().max(1);
+    let mut members = Vec::new();
+    for _ in 0..(processes / nodes).max(2) {
+        let (id, key) = register(env).await?;
+        env.setup
+            .with_key(key.clone())
+            .join(kungfu_client::pb::JoinRequest { grant_secret: secret.to_string(), ..Default::default() }, None)
+            .await
+            .map_err(|e| anyhow::anyhow!("joining the {what} thread: {e}"))?;
+        members.push((id, key));
+    }
+    Ok(members)
+}
+
 /// Registers an agent through the setup client; returns (id, key).
 pub async fn register(env: &Env) -> Result<(String, String)> {
     let r = env.setup.register(None).await?;

@@ -275,17 +275,7 @@ impl Workload for RecordAppend {
                 }
             }
             // As in `messages`: process slot `s` acts as agent `s % agents`.
-            let nodes = env.endpoints.len().max(1);
-            let n = (processes / nodes).max(2);
-            for _ in 0..n {
-                let (id, key) = register(env).await?;
-                env.setup
-                    .with_key(key.clone())
-                    .join(pb::JoinRequest { grant_secret: secret.clone(), ..Default::default() }, None)
-                    .await
-                    .context("joining the record thread")?;
-                self.agents.push((id, key));
-            }
+            self.agents = super::join_members(env, processes, &secret, "record").await?;
             self.lead = lead;
             Ok(())
         }
