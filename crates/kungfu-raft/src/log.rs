@@ -4,7 +4,8 @@
 //! callback after the one WAL sync that covers them, so the raft core replicates them while they
 //! sync; the vote, truncation and purge are synced before they return, in order with the appends
 //! (the `RaftLogStorage` contract). The committed mark is written unsynced (openraft treats it as
-//! optional). RocksDB IO runs on the blocking pool or the writer thread, never inside an async task.
+//! optional). Syncs run on the writer thread; unsynced writes and short reads (memtable work, no
+//! fsync) run in place on the raft core's task; longer reads on the blocking pool (issue #15).
 
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 use kungfu_storage::{LogStore, LogWriter, envelope};
@@ -18,6 +19,8 @@ use std::sync::Arc;
 const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const PURGED: &str = "last_purged";
+/// Log reads of at most this many entries run on the caller's task (see `try_get_log_entries`).
+const INLINE_READ_ENTRIES: u64 = 64;
 
 /// The raft log of one node. Cheap to clone; all clones share one writer, whose thread ends when
 /// the last clone is dropped (after it has synced and reported everything queued).
@@ -92,13 +95,19 @@ impl RaftLogReader<TypeConfig> for RaftLog {
         range: RB,
     ) -> Result<Vec<Entry>, io::Error> {
         let (start, end) = bounds(&range);
-        self.blocking(move |s| {
+        let read = move |s: LogStore| -> Result<Vec<Entry>, kungfu_storage::Error> {
             s.entries(start, end)?
                 .into_iter()
                 .map(|(_, bytes)| envelope::decode::<Entry>(&bytes, "log entry"))
                 .collect()
-        })
-        .await
+        };
+        // Issue #15: replication reads the entries it just appended, from the memtable; a short
+        // range is read in place instead of paying two thread hops per replication round. A long
+        // one (a lagging follower catching up) may read table files, on the blocking pool.
+        if end.saturating_sub(start) <= INLINE_READ_ENTRIES {
+            return read(self.store.clone()).map_err(io::Error::from);
+        }
+        self.blocking(read).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
@@ -138,7 +147,8 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     /// survived too. One lost in a crash makes the restart re-apply less, never wrongly.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         let bytes = envelope::encode(&committed);
-        self.blocking(move |s| s.put_meta_unsynced(COMMITTED, bytes)).await
+        // Unsynced, so written in place like an append (issue #15).
+        self.store.put_meta_unsynced(COMMITTED, bytes).map_err(io::Error::from)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
@@ -157,12 +167,11 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         // callback). On an error the callback gets it too.
         let flushed: kungfu_storage::log_writer::Done =
             Box::new(move |r| callback.io_completed(r.map_err(io::Error::from)));
-        let writer = self.writer.clone();
-        match tokio::task::spawn_blocking(move || writer.append(&batch, flushed)).await {
-            Ok(r) => r.map_err(io::Error::from),
-            // The callback was dropped with the task: openraft sees the error returned here.
-            Err(e) => Err(io::Error::other(format!("log store task failed: {e}"))),
-        }
+        // Issue #15: written here, on the raft core's task, not on the blocking pool: an unsynced
+        // RocksDB write is a memtable insert and a buffered WAL write (tens of microseconds, no
+        // fsync: the writer thread syncs), and the hop to the pool and back cost each commit round
+        // two thread wake-ups on the core's critical path.
+        self.writer.append(&batch, flushed).map_err(io::Error::from)
     }
 
     /// Synced before it returns, after every earlier append is durable and reported.

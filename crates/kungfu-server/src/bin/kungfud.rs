@@ -8,6 +8,11 @@ use kungfu_server::telemetry::Telemetry;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// Issue #15: mimalloc instead of glibc's malloc, whose free lists cost a node about an eighth of its
+/// CPU per post under load (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Runs one Kungfu node. Settings come from the config file, then the environment, then flags.
 /// `kungfud --version`: the package version, the commit and the build date (build.rs).
 const VERSION: &str =
