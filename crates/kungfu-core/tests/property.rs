@@ -98,7 +98,10 @@ fn op() -> impl Strategy<Value = Op> {
         10 => (u(), u(), proptest::option::of(u()), proptest::option::of(proptest::collection::vec(u(), 0..3)), proptest::option::of(u()))
             .prop_map(|(thread, who, reply, ask, assign)| Op::Post { thread, who, reply, ask, assign }),
         3 => (u(), u(), u()).prop_map(|(thread, who, entry)| Op::Handle { thread, who, entry }),
-        3 => (u(), u(), u()).prop_map(|(thread, who, entry)| Op::Retract { thread, who, entry }),
+        // A retract succeeds only for its author while a response is pending: at weight 3 a run of
+        // 1000 sequences had 3-11 successes and, once in a few hundred runs, none (the coverage
+        // check below failed on a sound build). At 8 a run has about 20.
+        8 => (u(), u(), u()).prop_map(|(thread, who, entry)| Op::Retract { thread, who, entry }),
         1 => (u(), u()).prop_map(|(thread, who)| Op::Close { thread, who }),
         1 => (u(), u()).prop_map(|(thread, who)| Op::VoidGrant { thread, who }),
         16 => (u(), u(), u()).prop_map(|(asg, who, what)| Op::Assignment { asg, who, what }),
@@ -1125,35 +1128,46 @@ fn random_action_sequences_keep_every_invariant() {
     let cases: u32 = std::env::var("KUNGFU_PROP_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
     println!("property seed: {seed} (reproduce with KUNGFU_PROP_SEED={seed}), sequences: {cases}");
     eprintln!("property seed: {seed} (reproduce with KUNGFU_PROP_SEED={seed}), sequences: {cases}");
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let rng = TestRng::from_seed(RngAlgorithm::XorShift, &bytes);
-    let config = Config { cases, failure_persistence: None, max_shrink_iters: 2_000, ..Config::default() };
-    let mut runner = TestRunner::new_with_rng(config, rng);
-    let result = runner.run(&proptest::collection::vec(op(), 10..60), |ops| {
-        run_sequence(&ops);
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("seed {seed}: {e}");
-    }
-    let stats = STATS.lock().map(|s| s.clone()).unwrap_or_default();
-    for (k, v) in &stats {
-        println!("{v:>8}  {k}");
-    }
-    // The generator must keep reaching every action of the protocol and the deadlines.
-    let missing: Vec<&str> = ActionKind::ALL
+    // The generator must keep reaching every action of the protocol, the deadlines and the
+    // coordination layer's own refusals (the floor and a stale correction). The rarest of them
+    // succeed a handful of times in 1000 sequences, so one batch now and then reaches none of one
+    // of them on a sound build: a batch that misses some is followed by another (a new seed) and
+    // the coverage is judged over all of them, at most `ROUNDS`. A generator that cannot reach an
+    // action still fails every round.
+    const ROUNDS: u64 = 4;
+    let expected: Vec<String> = ActionKind::ALL
         .iter()
-        .map(|k| k.as_str())
-        .filter(|_| cases >= 500)
-        .filter(|k| !stats.contains_key(&format!("ok {k}")))
+        .map(|k| format!("ok {}", k.as_str()))
+        .chain(["deadline TimedOut", "deadline Undecided", "deadline Adopted"].map(String::from))
+        .chain(
+            ["rejected TRUST_VIOLATION", "rejected STALE_BASE", "rejected DUPLICATE_ID", "merged patch_record"]
+                .map(String::from),
+        )
         .collect();
-    assert!(missing.is_empty(), "no successful {missing:?} in {cases} sequences");
-    for d in ["deadline TimedOut", "deadline Undecided", "deadline Adopted"] {
-        assert!(cases < 500 || stats.contains_key(d), "no {d} in {cases} sequences");
+    let mut missing: Vec<String> = Vec::new();
+    for round in 0..ROUNDS {
+        let round_seed = seed.wrapping_add(round);
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&round_seed.to_le_bytes());
+        let rng = TestRng::from_seed(RngAlgorithm::XorShift, &bytes);
+        let config = Config { cases, failure_persistence: None, max_shrink_iters: 2_000, ..Config::default() };
+        let mut runner = TestRunner::new_with_rng(config, rng);
+        let result = runner.run(&proptest::collection::vec(op(), 10..60), |ops| {
+            run_sequence(&ops);
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("seed {round_seed}: {e}");
+        }
+        let stats = STATS.lock().map(|s| s.clone()).unwrap_or_default();
+        missing = expected.iter().filter(|k| !stats.contains_key(k.as_str())).cloned().collect();
+        if cases < 500 || missing.is_empty() {
+            for (k, v) in &stats {
+                println!("{v:>8}  {k}");
+            }
+            break;
+        }
+        println!("round {round} (seed {round_seed}) reached none of {missing:?}; another batch");
     }
-    // ...and the coordination layer's own refusals (the floor and a stale correction).
-    for r in ["rejected TRUST_VIOLATION", "rejected STALE_BASE", "rejected DUPLICATE_ID", "merged patch_record"] {
-        assert!(cases < 500 || stats.contains_key(r), "no {r} in {cases} sequences");
-    }
+    assert!(cases < 500 || missing.is_empty(), "none of {missing:?} in {ROUNDS} batches of {cases} sequences");
 }
