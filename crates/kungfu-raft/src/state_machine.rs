@@ -17,19 +17,6 @@ use std::sync::Arc;
 
 /// Keys of the state store's `sm_meta` family.
 pub const LAST_APPLIED: &str = "last_applied";
-/// A batch of at most this many commands is applied on the state machine's task (issue #15).
-pub const INLINE_APPLY_ENTRIES: usize = 2;
-
-/// How many commands a batch of entries holds (a batch of expiries counts each one).
-fn commands_in(entries: &[Entry]) -> usize {
-    entries
-        .iter()
-        .map(|e| match &e.payload {
-            EntryPayload::Normal(Payload { request: Request::Commands(c), .. }) => c.len(),
-            _ => 1,
-        })
-        .sum()
-}
 pub const MEMBERSHIP: &str = "membership";
 pub const LIMITS: &str = "limits";
 /// The largest command time applied so far: a new leader stamps later than this (DESIGN §3).
@@ -137,6 +124,20 @@ fn read_meta<T: serde::de::DeserializeOwned>(state: &StateStore, key: &str) -> R
     }
 }
 
+/// A batch of at most this many commands is applied on the state machine's task (issue #15).
+pub const INLINE_APPLY_COMMANDS: usize = 2;
+
+/// How many commands a batch of entries holds (a batch of expiries counts each one).
+fn commands_in(entries: &[Entry]) -> usize {
+    entries
+        .iter()
+        .map(|e| match &e.payload {
+            EntryPayload::Normal(Payload { request: Request::Commands(c), .. }) => c.len(),
+            _ => 1,
+        })
+        .sum()
+}
+
 impl StateMachine {
     pub fn new(
         state: Arc<StateStore>,
@@ -203,7 +204,7 @@ impl StateMachine {
 
     /// Applies a batch of committed entries and commits them atomically. Returns one response per
     /// entry. Runs on the blocking pool, or in place for a batch of at most
-    /// [`INLINE_APPLY_ENTRIES`].
+    /// [`INLINE_APPLY_COMMANDS`].
     fn apply_batch(
         state: &StateStore,
         limits: &mut Limits,
@@ -389,7 +390,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let applied_time = self.applied_time.clone();
         // Open from here until the batch is answered (it is never entered: nothing runs under it).
         let _apply_span = self.traces.apply_span(&entries);
-        let applied = if commands_in(&entries) <= INLINE_APPLY_ENTRIES {
+        let applied = if commands_in(&entries) <= INLINE_APPLY_COMMANDS {
             // Issue #15: a batch this small (one writer, light load) costs less to apply in place
             // on the state machine's task than the two thread wake-ups of a hop to the blocking
             // pool and back, which sat on every write's latency; the store write is unsynced.
