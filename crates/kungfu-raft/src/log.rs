@@ -168,8 +168,8 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         let flushed: kungfu_storage::log_writer::Done =
             Box::new(move |r| callback.io_completed(r.map_err(io::Error::from)));
         // Issue #15: written here, on the raft core's task, not on the blocking pool: an unsynced
-        // RocksDB write is a memtable insert and a buffered WAL write (tens of microseconds, no
-        // fsync: the writer thread syncs), and the hop to the pool and back cost each commit round
+        // RocksDB write is a memtable insert and a buffered WAL write (no fsync: the writer
+        // thread syncs), and the hop to the pool and back cost each commit round
         // two thread wake-ups on the core's critical path.
         self.writer.append(&batch, flushed).map_err(io::Error::from)
     }

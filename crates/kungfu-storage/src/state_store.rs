@@ -39,7 +39,8 @@ const MEMTABLE_BLOOM_RATIO: f64 = 0.02;
 /// held there, a node with a few hundred MB of state evicted them under load, and every point
 /// read then decompressed and checksummed whole index blocks again (issue #15: linearizable reads
 /// fell from 14,554/s to 885/s after 30 s of 256 writers; LZ4 and XXH3 were 62% of the node's CPU).
-/// Their memory grows with the data instead: about 2% of the state's size.
+/// Their memory grows with the data instead (not measured apart yet: bloom filters take about 10
+/// bits a key, plus one index entry per data block).
 fn cf_options(name: &str, cache: &rocksdb::Cache) -> Options {
     let mut block = rocksdb::BlockBasedOptions::default();
     block.set_block_cache(cache);
