@@ -496,3 +496,70 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Issue #30, one durable log: the state store writes no WAL of its own. A node killed with
+/// SIGKILL in the middle of traffic reopens its state at its last flush and applies its log again
+/// from there; the log behind that flush was purged (a snapshot every 40 entries), so the entries
+/// after it are all the node has. Every acknowledged post is still there with its receipt, and the
+/// next post takes the next entry number: a state that forgot posts without applying them again
+/// would hand a used number to another post, and a log purged past the state's durable point would
+/// leave nothing to apply them from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_traffic_applies_its_log_again_and_keeps_every_acknowledged_post() {
+    let raft = format!("{TEST_RAFT}\nsnapshot_after_logs = 40\nkeep_logs_after_snapshot = 0");
+    let mut cluster = Cluster::start_with_raft(1, "", &raft);
+    let api = cluster.nodes[&1].api;
+    let anon = Client { channel: connect(api).await, key: None };
+    let (_, c) = register_when_serving(&anon, "r", || cluster.logs()).await;
+    let created = c
+        .threads()
+        .create(c.req(pb::CreateThreadRequest { idempotency_key: "t".into(), subject: content("s"), grant: None }))
+        .await
+        .expect("create thread")
+        .into_inner();
+    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else { panic!() };
+    let post = |i: u32| pb::PostRequest {
+        idempotency_key: format!("post-{i}"),
+        thread: t.thread.clone(),
+        body: Some(pb::PostBody {
+            kind: Some(pb::post_body::Kind::Content(pb::Content { body: format!("entry {i}").into_bytes() })),
+        }),
+        reply_to: None,
+        ask: None,
+        task_ref: None,
+        assignment: None,
+    };
+    let entry_of = |r: &pb::PostResponse| match r.receipt.as_ref().and_then(|r| r.result.as_ref()) {
+        Some(pb::receipt::Result::Posted(p)) => p.entry,
+        other => panic!("not a post receipt: {other:?}"),
+    };
+    let mut acked = Vec::new();
+    for i in 0..130 {
+        let r = c.threads().post(c.req(post(i))).await.expect("post").into_inner();
+        acked.push((i, r));
+    }
+    let last = entry_of(&acked.last().expect("posts").1);
+
+    cluster.nodes.get_mut(&1).expect("node").kill();
+    cluster.nodes.get_mut(&1).expect("node").start();
+    let c = Client { channel: connect(api).await, key: c.key.clone() };
+    let start = Instant::now();
+    let first_again = loop {
+        match c.threads().post(c.req(post(0))).await {
+            Ok(r) => break r.into_inner(),
+            Err(s) => {
+                assert!(start.elapsed() < BOUND, "the node never served again: {s}\n{}", cluster.logs());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert!(first_again.replayed && first_again.receipt == acked[0].1.receipt, "post 0 lost by the kill");
+    for (i, original) in &acked[1..] {
+        let again = c.threads().post(c.req(post(*i))).await.expect("replay").into_inner();
+        assert!(again.replayed, "post {i} was lost by the kill\n{}", cluster.logs());
+        assert_eq!(again.receipt, original.receipt, "post {i} answers another receipt after the kill");
+    }
+    let next = c.threads().post(c.req(post(1000))).await.expect("a new post").into_inner();
+    assert!(!next.replayed);
+    assert_eq!(entry_of(&next), last + 1, "a new post after the kill takes the next entry number");
+}

@@ -12,6 +12,7 @@
 //! - [`incoming`]: a listener's accepted connections with `TCP_NODELAY`, for both tonic servers.
 //! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
 //! - [`trace`]: trace context across the raft RPCs and into apply (issue #18).
+//! - [`stats`]: counters of how the write path batches (appends, AppendEntries, apply batches).
 //! - [`backup`]: a replica's state backed up, and restored into a new one-node cluster.
 
 pub mod backup;
@@ -22,6 +23,7 @@ pub mod network;
 pub mod node;
 pub mod service;
 pub mod state_machine;
+pub mod stats;
 pub mod trace;
 pub mod types;
 

@@ -28,13 +28,31 @@ const INLINE_READ_ENTRIES: u64 = 64;
 pub struct RaftLog {
     store: LogStore,
     writer: Arc<LogWriter>,
+    /// The state the log's entries are applied to, when this log is a node's: a purge first makes
+    /// the state durable up to the purge (see [`RaftLog::purge`]).
+    state: Option<Arc<kungfu_storage::StateStore>>,
+    /// Entries per append (issue #30).
+    stats: crate::stats::Stats,
 }
 
 impl RaftLog {
     /// The log over `store`, with its writer thread started.
     pub fn new(store: LogStore) -> Result<RaftLog, kungfu_storage::Error> {
         let writer = Arc::new(LogWriter::start(store.clone())?);
-        Ok(RaftLog { store, writer })
+        Ok(RaftLog { store, writer, state: None, stats: Default::default() })
+    }
+
+    /// The log of a node whose state machine applies to `state`: every purge is held to what that
+    /// state holds durably (issue #30, one durable log).
+    pub fn applied_to(mut self, state: Arc<kungfu_storage::StateStore>) -> RaftLog {
+        self.state = Some(state);
+        self
+    }
+
+    /// Counts this log's appends into `stats`.
+    pub fn with_stats(mut self, stats: crate::stats::Stats) -> RaftLog {
+        self.stats = stats;
+        self
     }
 
     /// Runs `op`, a write synced before it completes, on the writer thread after every earlier
@@ -162,6 +180,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     {
         let batch: Vec<(u64, Vec<u8>)> =
             entries.into_iter().map(|e| (e.log_id().index(), envelope::encode(&e))).collect();
+        self.stats.appended(batch.len() as u64);
         // Returns once the entries are written (readable, openraft's condition for returning);
         // the writer thread calls `callback` once a WAL sync covers them (its condition for the
         // callback). On an error the callback gets it too.
@@ -185,6 +204,28 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let mark = envelope::encode(&log_id);
         let upto = log_id.index();
+        // Issue #30, one durable log: the state writes no WAL, so the raft log is the only record
+        // of what the state applied since its last flush, and after a crash openraft applies the
+        // log again from the state's durable `last_applied`. Entries up to `upto` may be forgotten
+        // only once the state holds them durably: flush it, and refuse a purge past what it then
+        // holds (openraft purges only behind a snapshot, which is never ahead of the state).
+        if let Some(state) = self.state.clone() {
+            let durable = tokio::task::spawn_blocking(move || -> Result<Option<LogId>, kungfu_storage::Error> {
+                state.flush()?;
+                match state.get_meta(crate::state_machine::LAST_APPLIED)? {
+                    Some(b) => Ok(Some(envelope::decode(&b, crate::state_machine::LAST_APPLIED)?)),
+                    None => Ok(None),
+                }
+            })
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))??;
+            let held = durable.map(|l| l.index());
+            if held.is_none_or(|h| h < upto) {
+                return Err(io::Error::other(format!(
+                    "refusing to purge the raft log up to entry {upto}: the state holds entries up to {held:?} durably"
+                )));
+            }
+        }
         self.synced(move |s| s.purge_upto(upto, PURGED, mark)).await
     }
 }

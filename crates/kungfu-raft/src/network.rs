@@ -1,6 +1,6 @@
 //! The client side of the raft network: openraft's RPCs to other nodes over the internal tonic
 //! service (`proto/kungfu/raft/v1/raft.proto`). One HTTP/2 channel per peer, reused for every RPC;
-//! every call carries a deadline; snapshots stream in bounded chunks read from the archive file.
+//! every call carries a deadline; snapshots are packed as they stream, in bounded chunks.
 //!
 //! AppendEntries and votes have a deadline of their own ([`replication_deadline`]), not the one
 //! openraft derives from the heartbeat interval: a peer answers them only after an fsync, and a
@@ -14,7 +14,7 @@
 
 use crate::pb;
 use crate::types::{Entry, Node, NodeId, TypeConfig, Vote};
-use kungfu_storage::{SHARD, SnapshotArchive, envelope};
+use kungfu_storage::{SHARD, StoredSnapshot, envelope};
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
@@ -104,6 +104,8 @@ pub struct Network {
     peers: PeerFailures,
     /// Trace contexts of in-flight commands (trace.rs).
     traces: crate::trace::Traces,
+    /// Entries sent per AppendEntries (issue #30).
+    stats: crate::stats::Stats,
 }
 
 /// The RPC health of every peer this node has called.
@@ -192,12 +194,19 @@ impl Network {
             timeouts: Arc::new(AtomicU64::new(0)),
             peers: Arc::new(Mutex::new(HashMap::new())),
             traces: crate::trace::Traces::default(),
+            stats: Default::default(),
         }
     }
 
     /// Shares the node's trace map (issue #18).
     pub fn with_traces(mut self, traces: crate::trace::Traces) -> Network {
         self.traces = traces;
+        self
+    }
+
+    /// Counts what this node's AppendEntries carry into `stats`.
+    pub fn with_stats(mut self, stats: crate::stats::Stats) -> Network {
+        self.stats = stats;
         self
     }
 
@@ -391,7 +400,7 @@ pub fn append_deadline(base: Duration, bytes: usize, min_bytes_per_sec: u64) -> 
 }
 
 impl RaftNetworkV2<TypeConfig> for Connection {
-    type SnapshotData = SnapshotArchive;
+    type SnapshotData = StoredSnapshot;
 
     /// Sends the entries in byte-bounded parts, in order, each after the previous one matched.
     /// When a later part fails, the parts before it did match: that is a partial success, and
@@ -418,6 +427,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             let base = replication_deadline(&option, &self.net.config);
             let timeout = append_deadline(base, bytes, self.net.config.min_append_bytes_per_sec) * (1 << self.slow);
             let sent = std::time::Instant::now();
+            self.net.stats.replicated(part.entries.len() as u64);
             let answer = self.send_append(&part, timeout).await;
             self.net.count_timeout(&answer, sent, timeout);
             self.observe(&answer);
@@ -488,48 +498,37 @@ impl RaftNetworkV2<TypeConfig> for Connection {
     async fn full_snapshot(
         &mut self,
         vote: Vote,
-        snapshot: openraft::alias::SnapshotOf<TypeConfig, SnapshotArchive>,
+        snapshot: openraft::alias::SnapshotOf<TypeConfig, StoredSnapshot>,
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        let archive = snapshot.snapshot;
+        let stored = snapshot.snapshot;
         let header = envelope::encode(&(vote, snapshot.meta));
         let cluster_id = self.net.cluster_id.clone();
-        let group = archive.group;
+        let group = stored.group;
         let chunk = self.net.config.snapshot_chunk_bytes.max(1);
-        // Chunks are read from the file on the blocking pool as the stream is consumed (at most two
-        // chunks in memory), so a large snapshot never sits in memory whole.
+        // Issue #30: the snapshot is a checkpoint directory; it is packed and hashed only here,
+        // as it is sent, on the blocking pool as the stream is consumed (at most two chunks in
+        // memory), so neither building a snapshot nor sending one writes a copy of the state. Its
+        // length and SHA-256 are known only at the end: the last chunk (`done`) carries them.
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::SnapshotChunk>(2);
         let reader = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let mut offset = 0u64;
-            let mut first = true;
-            loop {
-                let data =
-                    kungfu_storage::snapshot::read_chunk(&archive.path, offset, chunk).map_err(|e| e.to_string())?;
-                let done = offset + data.len() as u64 >= archive.len;
-                let msg = pb::SnapshotChunk {
+            let mut out = ChunkSender {
+                tx,
+                first: Some(pb::SnapshotChunk {
                     cluster_id: cluster_id.clone(),
-                    header: if first { header.clone() } else { Vec::new() },
-                    name: if first { archive.name.clone() } else { String::new() },
-                    total_len: archive.len,
-                    sha256: if first { archive.sha256.to_vec() } else { Vec::new() },
-                    offset,
-                    data: data.clone(),
-                    done,
-                    group: if first { u32::from(group.0) } else { 0 },
-                };
-                first = false;
-                offset += data.len() as u64;
-                if tx.blocking_send(msg).is_err() {
-                    return Err("snapshot stream closed by the receiver".into());
-                }
-                if done {
-                    return Ok(());
-                }
-                if data.is_empty() {
-                    return Err("snapshot archive ended early".into());
-                }
-            }
+                    header,
+                    name: stored.name.clone(),
+                    group: u32::from(group.0),
+                    ..Default::default()
+                }),
+                cluster_id,
+                buf: Vec::with_capacity(chunk),
+                chunk,
+                offset: 0,
+            };
+            let packed = kungfu_storage::snapshot::pack(&stored.path, &mut out).map_err(|e| e.to_string())?;
+            out.send(true, Some(packed)).map_err(|e| e.to_string())
         });
         let mut client = self.client().map_err(StreamingError::from)?;
         let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
@@ -548,6 +547,54 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             envelope::decode(&resp.into_inner().payload, "snapshot reply")
                 .map_err(|e| StreamingError::Network(NetworkError::new(&TransportError(e.to_string()))))?;
         r.map_err(|e| StreamingError::Unreachable(unreachable(format!("node {target}: {e}"))))
+    }
+}
+
+/// The writer a snapshot is packed into as it is sent: it cuts the stream into chunks of at most
+/// `chunk` bytes and sends each as it fills. The first chunk carries the header, the name and the
+/// group; the last (`done`) carries the whole length and the SHA-256.
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<pb::SnapshotChunk>,
+    first: Option<pb::SnapshotChunk>,
+    cluster_id: String,
+    buf: Vec<u8>,
+    chunk: usize,
+    offset: u64,
+}
+
+impl ChunkSender {
+    fn send(&mut self, done: bool, packed: Option<kungfu_storage::snapshot::Packed>) -> std::io::Result<()> {
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
+        let mut msg = self
+            .first
+            .take()
+            .unwrap_or_else(|| pb::SnapshotChunk { cluster_id: self.cluster_id.clone(), ..Default::default() });
+        msg.offset = self.offset;
+        self.offset += data.len() as u64;
+        msg.data = data;
+        msg.done = done;
+        if let Some(p) = packed {
+            msg.total_len = p.len;
+            msg.sha256 = p.sha256.to_vec();
+        }
+        self.tx
+            .blocking_send(msg)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "snapshot stream closed by the receiver"))
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.chunk - self.buf.len());
+        self.buf.extend_from_slice(&buf[..n]);
+        if self.buf.len() == self.chunk {
+            self.send(false, None)?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -48,9 +48,12 @@ pub struct RaftTuning {
     pub heartbeat_interval: Duration,
     pub election_timeout_min: Duration,
     pub election_timeout_max: Duration,
-    /// Build a snapshot after this many applied entries since the last one.
+    /// Build a snapshot after this many applied entries since the last one. A snapshot is a
+    /// checkpoint (a flush and hard links, no copy), but its flush and the purge behind it are
+    /// still work on the log's disk: etcd's default (`--snapshot-count`) is the default here.
     pub snapshot_after_logs: u64,
-    /// Entries kept in the log behind a snapshot (for followers slightly behind).
+    /// Entries kept in the log behind a snapshot, so a follower slightly behind is sent entries,
+    /// not the whole state (etcd keeps 5,000: `SnapshotCatchUpEntries`).
     pub keep_logs_after_snapshot: u64,
     /// Largest number of entries in one AppendEntries.
     pub max_payload_entries: u64,
@@ -62,8 +65,8 @@ impl Default for RaftTuning {
             heartbeat_interval: Duration::from_millis(100),
             election_timeout_min: Duration::from_millis(300),
             election_timeout_max: Duration::from_millis(600),
-            snapshot_after_logs: 10_000,
-            keep_logs_after_snapshot: 1_000,
+            snapshot_after_logs: 100_000,
+            keep_logs_after_snapshot: 5_000,
             max_payload_entries: 300,
         }
     }
@@ -187,6 +190,8 @@ pub struct RaftNode {
     peer_health: crate::network::PeerFailures,
     /// Trace contexts of in-flight commands, shared with the network, service and state machine.
     traces: crate::trace::Traces,
+    /// How the write path batches (issue #30), shared with the log, network and state machine.
+    stats: crate::stats::Stats,
     server: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -258,16 +263,19 @@ impl RaftNode {
         .map_err(|e| StartError::Config(e.to_string()))?;
 
         let log_store = stores.log.clone();
-        let log = crate::log::RaftLog::new(stores.log)?;
+        let stats = crate::stats::Stats::default();
+        let log = crate::log::RaftLog::new(stores.log)?.applied_to(state.clone()).with_stats(stats.clone());
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
         let mut sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone())
             .map_err(|e| StartError::Raft(format!("cannot read the applied state: {e}")))?;
         let traces = crate::trace::Traces::default();
         sm.set_traces(traces.clone());
+        sm.set_stats(stats.clone());
         let apply_gate = sm.gate().clone();
         let applied_time = sm.applied_time().clone();
         let applied_limits = sm.applied_limits().clone();
-        let network = Network::new(cfg.cluster_id.clone(), cfg.net.clone()).with_traces(traces.clone());
+        let network =
+            Network::new(cfg.cluster_id.clone(), cfg.net.clone()).with_traces(traces.clone()).with_stats(stats.clone());
         let rpc_timeouts = network.timeouts();
         let peer_health = network.peer_failures();
         let raft = Raft::new(cfg.node_id, Arc::new(config), network, log, sm)
@@ -310,6 +318,7 @@ impl RaftNode {
             rpc_timeouts,
             peer_health,
             traces,
+            stats,
             addr,
             advertise,
             api_advertise: cfg.api_advertise.clone(),
@@ -614,6 +623,12 @@ impl RaftNode {
         peers.iter().map(|(id, h)| (*id, h.lock().unwrap_or_else(|p| p.into_inner()).failures)).collect()
     }
 
+    /// How this node's write path has batched since it started: appends, AppendEntries, apply
+    /// batches, snapshot builds and the log's fsyncs (issue #30).
+    pub fn write_path(&self) -> crate::stats::WritePathCounts {
+        self.stats.read(self.log.syncs())
+    }
+
     /// The last log index applied to the state machine.
     pub fn applied_index(&self) -> Option<u64> {
         self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)
@@ -680,6 +695,9 @@ pub async fn adopt_restored_state(
         .map_err(|e| corrupt(e.to_string()))?;
     let membership = crate::types::StoredMembership::new(at, alone);
     stores.state.commit(&Default::default(), &[(MEMBERSHIP, Some(envelope::encode(&membership)))])?;
+    // The state writes no WAL (issue #30) and no log entry holds this membership: it is durable
+    // only once flushed.
+    stores.state.flush()?;
     let vote = crate::types::Vote::new(applied.leader_id.term, node_id);
     log.save_vote(&vote).await.map_err(|e| corrupt(e.to_string()))?;
     Ok(applied)

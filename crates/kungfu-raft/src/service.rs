@@ -138,27 +138,28 @@ impl pb::raft_server::Raft for RaftService {
         }
         let (vote, meta): (Vote, SnapshotMeta) =
             envelope::decode(&first.header, "snapshot header").map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let sha256: [u8; 32] = first
-            .sha256
-            .as_slice()
-            .try_into()
-            .map_err(|_| Status::invalid_argument("snapshot sha256 must be 32 bytes"))?;
+        // The SHA-256 and the whole length come with the last chunk (issue #30: the sender packs
+        // as it sends); a sender of an earlier release announced both in the first.
+        let mut announced = (first.total_len, first.sha256.clone());
         let name = first.name.clone();
         let (path, mut file) = self.snapshots.incoming(&name).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let mut offset = 0u64;
         let mut chunk = Some(first);
-        // Chunks must arrive in order and add up to the announced length.
+        // Chunks must arrive in order, within the size limit.
         while let Some(c) = chunk.take() {
             if c.offset != offset || offset + c.data.len() as u64 > self.max_snapshot_bytes {
                 let _ = std::fs::remove_file(&path);
                 return Err(Status::invalid_argument(format!(
-                    "snapshot chunk at {} where {offset} was expected",
-                    c.offset
+                    "snapshot chunk at {} where {offset} was expected (or past the limit of {} bytes)",
+                    c.offset, self.max_snapshot_bytes
                 )));
             }
             file.write_all(&c.data).map_err(|e| Status::internal(e.to_string()))?;
             offset += c.data.len() as u64;
             if c.done {
+                if !c.sha256.is_empty() {
+                    announced = (c.total_len, c.sha256);
+                }
                 break;
             }
             chunk = stream.message().await?;
@@ -167,6 +168,17 @@ impl pb::raft_server::Raft for RaftService {
                 return Err(Status::aborted("snapshot stream ended before its last chunk"));
             }
         }
+        let (total_len, sha256) = announced;
+        let sha256: [u8; 32] = match sha256.as_slice().try_into() {
+            Ok(d) if total_len == offset => d,
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                return Err(Status::invalid_argument(format!(
+                    "snapshot of {offset} bytes announced {total_len} bytes and a SHA-256 of {} bytes (32 expected)",
+                    sha256.len()
+                )));
+            }
+        };
         file.sync_all().map_err(|e| Status::internal(e.to_string()))?;
         drop(file);
         let snapshots = self.snapshots.clone();

@@ -1,14 +1,14 @@
 //! openraft's state machine over [`kungfu_storage::StateStore`]: every committed command is applied
 //! with `kungfu_core::apply`, and the facts, changed records, receipts and the last applied log id
 //! of a whole batch of entries are committed in one atomic write batch. Snapshots are RocksDB
-//! checkpoints packed by [`kungfu_storage::SnapshotStore`].
+//! checkpoints kept by [`kungfu_storage::SnapshotStore`] (packed only to be sent).
 
 use crate::feed::{AppliedCommand, Feed, FeedEvent};
 use crate::types::{Entry, LogId, Payload, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::{Stream, TryStreamExt};
 use kungfu_core::effects::Effects;
 use kungfu_core::{Limits, Tx, apply};
-use kungfu_storage::{SHARD, SnapshotArchive, SnapshotStore, StateStore, envelope};
+use kungfu_storage::{SHARD, SnapshotStore, StateStore, StoredSnapshot, envelope};
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, RaftSnapshotBuilder};
@@ -36,6 +36,8 @@ pub struct StateMachine {
     applied_limits: AppliedLimits,
     /// Trace contexts of in-flight commands: each traced batch applies in a `raft.apply` span.
     traces: crate::trace::Traces,
+    /// Apply batch sizes and snapshot builds (issue #30).
+    stats: crate::stats::Stats,
 }
 
 /// The limits replicated through the log (None until a `SetLimits` entry applies), kept in memory
@@ -167,7 +169,13 @@ impl StateMachine {
             applied_time,
             applied_limits,
             traces: crate::trace::Traces::default(),
+            stats: Default::default(),
         })
+    }
+
+    /// Counts apply batches and snapshot builds into `stats`.
+    pub fn set_stats(&mut self, stats: crate::stats::Stats) {
+        self.stats = stats;
     }
 
     /// Shares the node's trace map (issue #18).
@@ -326,12 +334,13 @@ fn snapshot_name(meta: &SnapshotMeta) -> String {
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
-    type SnapshotData = SnapshotArchive;
+    type SnapshotData = StoredSnapshot;
 
-    async fn build_snapshot(&mut self) -> Result<openraft::alias::SnapshotOf<TypeConfig, SnapshotArchive>, io::Error> {
+    async fn build_snapshot(&mut self) -> Result<openraft::alias::SnapshotOf<TypeConfig, StoredSnapshot>, io::Error> {
         let state = self.state.clone();
         let snapshots = self.snapshots.clone();
-        let built = tokio::task::spawn_blocking(move || -> Result<(SnapshotMeta, SnapshotArchive), io::Error> {
+        let started = std::time::Instant::now();
+        let built = tokio::task::spawn_blocking(move || -> Result<(SnapshotMeta, StoredSnapshot), io::Error> {
             // The checkpoint is taken first; the meta describes exactly what it holds.
             snapshots
                 .build_with(&state, |checkpoint| {
@@ -343,6 +352,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         })
         .await
         .map_err(io_err)??;
+        self.stats.snapshot_built(started.elapsed());
         Ok(openraft::Snapshot { meta: built.0, snapshot: built.1 })
     }
 }
@@ -366,7 +376,7 @@ fn checkpoint_meta<T: serde::de::DeserializeOwned>(
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
-    type SnapshotData = SnapshotArchive;
+    type SnapshotData = StoredSnapshot;
     type SnapshotBuilder = StateMachine;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
@@ -390,7 +400,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let applied_time = self.applied_time.clone();
         // Open from here until the batch is answered (it is never entered: nothing runs under it).
         let _apply_span = self.traces.apply_span(&entries);
-        let applied = if commands_in(&entries) <= INLINE_APPLY_COMMANDS {
+        let commands = commands_in(&entries);
+        self.stats.applied(entries.len() as u64, commands as u64);
+        let applied = if commands <= INLINE_APPLY_COMMANDS {
             // Issue #15: a batch this small (one writer, light load) costs less to apply in place
             // on the state machine's task than the two thread wake-ups of a hop to the blocking
             // pool and back, which sat on every write's latency; the store write is unsynced.
@@ -419,7 +431,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotArchive) -> Result<(), io::Error> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: StoredSnapshot) -> Result<(), io::Error> {
         // Issue #19, deliverable 3: only a snapshot of this replica's group replaces its state.
         if snapshot.group != SHARD {
             return Err(io::Error::other(format!(
@@ -468,7 +480,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(
         &mut self,
-    ) -> Result<Option<openraft::alias::SnapshotOf<TypeConfig, SnapshotArchive>>, io::Error> {
+    ) -> Result<Option<openraft::alias::SnapshotOf<TypeConfig, StoredSnapshot>>, io::Error> {
         let snapshots = self.snapshots.clone();
         tokio::task::spawn_blocking(move || -> Result<_, io::Error> {
             match snapshots.latest().map_err(io::Error::from)? {

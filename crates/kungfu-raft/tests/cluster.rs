@@ -297,6 +297,20 @@ async fn a_new_learner_receives_a_snapshot_is_promoted_and_a_node_is_removed() {
     })
     .await;
     c.nodes[&leader].change_membership([1, 2, 3, 4].into_iter().collect(), false).await.expect("promote");
+    // The installed snapshot (a checkpoint received as a packed stream) is node 4's state after a
+    // restart too, and node 4 can send it on: its snapshot directory holds it unpacked.
+    let leader = c.leader().await;
+    if leader != 4 {
+        c.stop(4).await;
+        c.start(4, OpenMode::MustExist).await;
+    }
+    assert!(
+        std::fs::read_dir(&snap_dir)
+            .expect("snapshots")
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".ckpt")),
+        "the received snapshot is kept as a checkpoint directory"
+    );
     let writes = c.traffic(5).await;
     let last = c.write(&writes[0].0).await.1;
     let d = c.digests_at(last).await;

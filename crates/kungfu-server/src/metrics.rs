@@ -111,6 +111,7 @@ fn describe() {
         "Raft AppendEntries and votes this node sent that ran out of their deadline."
     );
     describe_counter!("kungfu_raft_rpc_failures_total", "Raft RPCs this node sent to a peer that failed, by peer.");
+    write_path_describe();
     describe_gauge!("kungfu_data_dir_bytes", Unit::Bytes, "Bytes of the files in this node's data directory.");
     describe_gauge!(
         "kungfu_data_dir_free_bytes",
@@ -226,6 +227,7 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
         for (peer, failures) in node.rpc_failures() {
             metrics::counter!("kungfu_raft_rpc_failures_total", "peer" => peer.to_string()).absolute(failures);
         }
+        write_path(node.write_path());
         metrics::gauge!("kungfu_ready").set(if backend.readiness().is_ok() { 1.0 } else { 0.0 });
         metrics::gauge!("kungfu_live_actors").set(backend.actors.live().await as f64);
         metrics::gauge!("kungfu_actor_queued_actions").set(backend.actors.queued().await as f64);
@@ -233,6 +235,45 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,
         }
+    }
+}
+
+/// The write path's batching counters (issue #30): entries per append, per AppendEntries and per
+/// apply batch are the ratio of two of them; fsyncs per second is the rate of the syncs.
+const WRITE_PATH: [(&str, &str); 10] = [
+    ("kungfu_raft_log_appends_total", "Appends to this node's raft log."),
+    ("kungfu_raft_log_appended_entries_total", "Entries appended to this node's raft log."),
+    ("kungfu_raft_append_rpcs_total", "AppendEntries requests with entries that this node sent."),
+    ("kungfu_raft_replicated_entries_total", "Entries this node sent in AppendEntries requests."),
+    ("kungfu_raft_apply_batches_total", "Batches of committed entries applied to this node's state."),
+    ("kungfu_raft_applied_entries_total", "Committed entries applied to this node's state."),
+    ("kungfu_raft_applied_commands_total", "Protocol commands applied to this node's state."),
+    ("kungfu_raft_snapshots_built_total", "Snapshots this node built."),
+    ("kungfu_raft_snapshot_build_milliseconds_total", "Wall time this node spent building snapshots, in milliseconds."),
+    ("kungfu_raft_log_syncs_total", "WAL syncs (fsyncs) of this node's raft log."),
+];
+
+fn write_path_describe() {
+    for (name, help) in WRITE_PATH {
+        describe_counter!(name, help);
+    }
+}
+
+fn write_path(c: kungfu_raft::stats::WritePathCounts) {
+    let values = [
+        c.appends,
+        c.appended_entries,
+        c.append_rpcs,
+        c.replicated_entries,
+        c.apply_batches,
+        c.applied_entries,
+        c.applied_commands,
+        c.snapshots_built,
+        c.snapshot_build_micros / 1_000,
+        c.log_syncs,
+    ];
+    for ((name, _), value) in WRITE_PATH.iter().zip(values) {
+        metrics::counter!(*name).absolute(value);
     }
 }
 

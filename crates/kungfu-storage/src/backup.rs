@@ -1,7 +1,7 @@
 //! Backup directories, and restore from them into a new data directory.
 //!
-//! A backup is a snapshot archive ([`SnapshotStore::build_with`]: a RocksDB checkpoint of the state
-//! store, tar-packed, SHA-256) in a new directory, with a `manifest.toml` written last, so a
+//! A backup is a packed snapshot ([`crate::snapshot::write_archive`]: a RocksDB checkpoint of the
+//! state store, tar-packed, SHA-256) in a new directory, with a `manifest.toml` written last, so a
 //! directory without one is an incomplete backup. [`restore`] checks the archive against the
 //! manifest, builds a fresh data directory beside the target whose state is the archive's and
 //! whose log is empty, lets the caller adopt it (raft rewrites the membership kept with the state),
@@ -15,7 +15,7 @@
 
 use crate::data_dir::{DataDir, Identity, OpenMode, Stores};
 use crate::error::Error;
-use crate::snapshot::{SnapshotArchive, SnapshotStore, file_digest};
+use crate::snapshot::file_digest;
 use crate::state_store::{StateStore, sync_dir};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -128,12 +128,30 @@ fn fill(
     target: &Path,
     describe: impl FnOnce(&Path) -> Result<Described, Error>,
 ) -> Result<BackupManifest, Error> {
-    let store = SnapshotStore::open(target, 1)?;
-    let (archive, (applied_index, applied_term)) = store.build_with(state, |checkpoint| {
-        let d = describe(checkpoint)?;
-        Ok((d.name, d.meta, (d.applied_index, d.applied_term)))
-    })?;
-    let file = archive.path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+    let mut described = None;
+    let (name, applied) = {
+        // The archive's name is the snapshot's, known only once the checkpoint is read: pack into
+        // a temporary name, then rename.
+        let tmp = target.join(".archive.tmp");
+        let (packed, ()) = crate::snapshot::write_archive(state, &tmp, |checkpoint| {
+            let d = describe(checkpoint)?;
+            let meta = d.meta.clone();
+            described = Some(d);
+            Ok((meta, ()))
+        })?;
+        let d = described.take().ok_or_else(|| refused("the checkpoint was not described".into()))?;
+        if !d.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') || d.name.is_empty() {
+            return Err(Error::Corrupt { what: format!("invalid snapshot name {:?}", d.name) });
+        }
+        let archive_path = target.join(format!("{}.snap", d.name));
+        std::fs::rename(&tmp, &archive_path).map_err(Error::io(&archive_path))?;
+        let meta_path = archive_path.with_extension("meta");
+        std::fs::rename(tmp.with_extension("meta"), &meta_path).map_err(Error::io(&meta_path))?;
+        sync_dir(target)?;
+        (d.name, (packed, d.applied_index, d.applied_term))
+    };
+    let (packed, applied_index, applied_term) = applied;
+    let file = format!("{name}.snap");
     let manifest = BackupManifest {
         format: MANIFEST_FORMAT,
         cluster_id: cluster_id.to_string(),
@@ -141,8 +159,8 @@ fn fill(
         last_applied_index: applied_index,
         last_applied_term: applied_term,
         archive: file,
-        archive_bytes: archive.len,
-        sha256: hex::encode(archive.sha256),
+        archive_bytes: packed.len,
+        sha256: hex::encode(packed.sha256),
         created_at_unix_micros: now_unix_micros(),
     };
     let text = toml::to_string(&manifest).map_err(|e| refused(format!("writing {MANIFEST}: {e}")))?;
@@ -257,16 +275,22 @@ where
     let mut sha256 = [0u8; 32];
     hex::decode_to_slice(&manifest.sha256, &mut sha256)
         .map_err(|e| refused(format!("the manifest's sha256 {:?}: {e}", manifest.sha256)))?;
-    let stem = manifest.archive.trim_end_matches(".snap").replace('.', "_");
     // The group the backed-up state belongs to is named by the meta saved beside the archive
     // (issue #19, deliverable 3); installing refuses another group's state.
     let meta_path = archive_path.with_extension("meta");
     let meta = std::fs::read(&meta_path).map_err(Error::io(&meta_path))?;
     let group = crate::envelope::group_of(&meta, "backup snapshot meta")?;
-    let archive =
-        SnapshotArchive { name: stem, path: archive_path.to_path_buf(), len: manifest.archive_bytes, sha256, group };
-    // Verifies the SHA-256 again as it unpacks, then swaps the state store for the backup's.
-    stores.snapshots.install(&archive, &stores.state)?;
+    if group != crate::SHARD {
+        return Err(Error::Corrupt {
+            what: format!(
+                "backup {} holds the state of {group}; this state store holds {}",
+                manifest.archive,
+                crate::SHARD
+            ),
+        });
+    }
+    // Verifies the SHA-256 again before it unpacks, then swaps the state store for the backup's.
+    stores.snapshots.install_archive(archive_path, &sha256, &stores.state)?;
     let (index, term) = adopt(&stores).await?;
     if index != manifest.last_applied_index || term != manifest.last_applied_term {
         return Err(refused(format!(

@@ -36,7 +36,7 @@ pub use data_dir::{DataDir, Identity, OpenMode, Stores};
 pub use error::Error;
 pub use log_store::LogStore;
 pub use log_writer::LogWriter;
-pub use snapshot::{SnapshotArchive, SnapshotStore};
+pub use snapshot::{SnapshotStore, StoredSnapshot};
 pub use state_store::StateStore;
 
 /// The raft group whose state this node's state store holds. Every state key starts with its

@@ -62,6 +62,12 @@ fn open_db(path: &Path, create: bool) -> Result<DB, Error> {
     opts.create_if_missing(create);
     opts.create_missing_column_families(create);
     opts.set_paranoid_checks(true);
+    // Issue #30, one durable log: the state's writes skip RocksDB's WAL (see `StateStore::commit`),
+    // so what survives a crash is what was flushed, and every family must be flushed at the same
+    // point (an atomic flush), or a crash could leave the records of an apply without its
+    // `last_applied` or the other way round. A clean close flushes the memtables (RocksDB does so
+    // when it has unpersisted writes and no WAL).
+    opts.set_atomic_flush(true);
     let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
     let cfs = cf_names().into_iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n, &cache)));
     DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks(STORE))
@@ -210,14 +216,20 @@ impl StateStore {
                 None => batch.delete_cf(cf, k),
             }
         }
-        // An apply need not sync: every entry it applies is committed, so a quorum holds it
-        // durably. After a crash, whatever this WAL lost is applied again from the log; and where
-        // the log lost an unsynced tail that the state had already applied (group commit lets a
-        // replica apply a committed entry before its own copy is synced), openraft purges the log
-        // up to the applied entry at start, so no hole is left between the log and the state.
+        // Issue #30, one durable log: an apply writes no WAL of its own. Every entry it applies is
+        // committed, so a quorum holds it durably in the raft log, which is the record: after a
+        // crash the state reopens at its last flush (all families at one point, an atomic flush),
+        // `last_applied` says where, and openraft applies the log again from there. The log is
+        // never purged past the state's durable `last_applied` (`StateStore::flush` runs before
+        // every purge: `kungfu_raft::log`). Where the log lost an unsynced tail that a flushed
+        // state had already applied (group commit lets a replica apply a committed entry before
+        // its own copy is synced), openraft purges the log up to the applied entry at start, so
+        // no hole is left between the log and the state.
         // The hot-record cache changes with the database, under its gate (see `Hot`).
         let _commit = self.hot.gate.write().unwrap_or_else(|p| p.into_inner());
-        let written = db.write_opt(batch, &WriteOptions::default()).map_err(Error::rocks(STORE));
+        let mut no_wal = WriteOptions::default();
+        no_wal.disable_wal(true);
+        let written = db.write_opt(batch, &no_wal).map_err(Error::rocks(STORE));
         for ((key, value), keep) in changes.iter().zip(hot) {
             match value {
                 Some(record) if keep && written.is_ok() => self.hot.records.insert(key.clone(), record.clone()),
@@ -227,6 +239,19 @@ impl StateStore {
             }
         }
         written
+    }
+
+    /// Makes every commit so far durable: flushes all families' memtables together (an atomic
+    /// flush) and waits for it. What the raft log may forget (a purge) must be durable here first.
+    pub fn flush(&self) -> Result<(), Error> {
+        let db = self.current()?;
+        let mut cfs = Vec::new();
+        for name in cf_names() {
+            cfs.push(db.cf_handle(name).ok_or_else(|| Error::Corrupt { what: format!("{name} missing") })?);
+        }
+        let mut opts = rocksdb::FlushOptions::default();
+        opts.set_wait(true);
+        db.flush_cfs_opt(&cfs, &opts).map_err(Error::rocks(STORE))
     }
 
     pub fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {

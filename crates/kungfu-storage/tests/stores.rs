@@ -267,19 +267,18 @@ fn a_snapshot_installed_on_another_node_gives_the_same_digest() {
     let sb = DataDir::new(b.path())
         .open(&Identity { cluster_id: "c1".into(), node_id: 2 }, OpenMode::CreateIfEmpty, 2)
         .expect("open b");
-    // Transfer in small chunks, as the network does.
-    let (path, mut file) = sb.snapshots.incoming(&archive.name).expect("incoming");
-    let mut offset = 0;
-    loop {
-        let chunk = kungfu_storage::snapshot::read_chunk(&archive.path, offset, 4096).expect("chunk");
-        if chunk.is_empty() {
-            break;
-        }
-        offset += chunk.len() as u64;
-        std::io::Write::write_all(&mut file, &chunk).expect("write");
-    }
-    drop(file);
-    let received = sb.snapshots.accept(&path, &archive.name, &archive.sha256, b"\x01meta").expect("accept");
+    // Packed as it is sent, in small chunks, as the network does; the digest comes at the end.
+    let (path, file) = sb.snapshots.incoming(&archive.name).expect("incoming");
+    let mut writes = 0;
+    let packed = kungfu_storage::snapshot::pack(&archive.path, Chunked { inner: file, max: 4096, writes: &mut writes })
+        .expect("pack");
+    assert_eq!(std::fs::metadata(&path).expect("received").len(), packed.len);
+    assert!(writes > 1, "the stream went out in chunks, not whole");
+    // The same snapshot packs to the same bytes every time (a retried transfer is the same stream).
+    let again = kungfu_storage::snapshot::pack(&archive.path, std::io::sink()).expect("pack again");
+    assert_eq!(again, packed);
+    let received = sb.snapshots.accept(&path, &archive.name, &packed.sha256, b"\x01meta").expect("accept");
+    assert!(!path.exists(), "the packed stream is unpacked and removed");
     // Node b read (and cached) a state of its own before the install: none of it may survive.
     run_both(&scenario()[..3], &sb.state);
     let agent = keys::agent(kungfu_types::AgentId(3));
@@ -300,6 +299,23 @@ fn a_snapshot_installed_on_another_node_gives_the_same_digest() {
     assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
 }
 
+/// A writer that takes at most `max` bytes a call, as a transfer's chunks arrive.
+struct Chunked<'a, W> {
+    inner: W,
+    max: usize,
+    writes: &'a mut usize,
+}
+
+impl<W: std::io::Write> std::io::Write for Chunked<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        *self.writes += 1;
+        self.inner.write(&buf[..buf.len().min(self.max)])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 #[test]
 fn a_corrupted_transfer_is_refused_and_the_state_is_untouched() {
     let a = tempfile::tempdir().expect("tempdir");
@@ -307,14 +323,15 @@ fn a_corrupted_transfer_is_refused_and_the_state_is_untouched() {
     run_both(&scenario(), &sa.state);
     let archive = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"\x01meta").expect("build");
     let before = sa.state.digest().expect("digest");
+    let mut bytes = Vec::new();
+    let packed = kungfu_storage::snapshot::pack(&archive.path, &mut bytes).expect("pack");
     let (path, mut file) = sa.snapshots.incoming("00000000000000000013-1").expect("incoming");
-    let mut bytes = std::fs::read(&archive.path).expect("read");
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::io::Write::write_all(&mut file, &bytes).expect("write");
     drop(file);
     let err =
-        sa.snapshots.accept(&path, "00000000000000000013-1", &archive.sha256, b"\x01meta").expect_err("must refuse");
+        sa.snapshots.accept(&path, "00000000000000000013-1", &packed.sha256, b"\x01meta").expect_err("must refuse");
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert_eq!(sa.state.digest().expect("digest"), before);
     assert_eq!(sa.snapshots.list().expect("list"), vec![archive.name]);
@@ -409,4 +426,57 @@ fn a_corrupt_store_fails_to_open_with_a_clear_error() {
     let r = DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2);
     let err = r.expect_err("must fail");
     assert!(matches!(err, Error::Rocks { store: "state", .. }), "{err}");
+}
+
+/// Issue #30: a snapshot is the checkpoint itself. Its table files are the state's own (hard
+/// links), so building one writes no copy of the state, however large.
+#[test]
+fn building_a_snapshot_copies_no_table_file() {
+    use std::os::unix::fs::MetadataExt;
+    let a = tempfile::tempdir().expect("tempdir");
+    let sa = open(a.path());
+    run_both(&scenario(), &sa.state);
+    let snap = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"\x01meta").expect("build");
+    let tables: Vec<_> = std::fs::read_dir(&snap.path)
+        .expect("snapshot dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    assert!(!tables.is_empty(), "the checkpoint holds the flushed state");
+    for t in &tables {
+        let shared = std::fs::metadata(t).expect("meta").nlink();
+        assert!(shared >= 2, "{} is a copy, not a link of the state's table file", t.display());
+        assert!(a.path().join("state").join(t.file_name().expect("name")).exists());
+    }
+    assert!(
+        !std::fs::read_dir(sa.snapshots.dir())
+            .expect("dir")
+            .any(|e| { e.expect("entry").path().extension().is_some_and(|x| x == "snap") })
+    );
+}
+
+/// A data directory of an earlier release kept its snapshot as a packed archive (`<name>.snap`):
+/// opened by this release, it becomes a checkpoint directory that installs the same state.
+#[test]
+fn a_packed_snapshot_of_an_earlier_release_is_unpacked_at_open() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let b = tempfile::tempdir().expect("tempdir");
+    let sa = open(a.path());
+    run_both(&scenario(), &sa.state);
+    let name = "00000000000000000012-1";
+    let snap = sa.snapshots.build(&sa.state, name, b"\x01meta").expect("build");
+    let archive = sa.snapshots.dir().join(format!("{name}.snap"));
+    kungfu_storage::snapshot::pack(&snap.path, std::fs::File::create(&archive).expect("create")).expect("pack");
+    std::fs::remove_dir_all(&snap.path).expect("remove the checkpoint");
+    let dir = sa.snapshots.dir().to_path_buf();
+    let reopened = kungfu_storage::SnapshotStore::open(&dir, 2).expect("reopen");
+    let (latest, meta) = reopened.latest().expect("latest").expect("a snapshot");
+    assert_eq!((latest.name.as_str(), meta.as_slice()), (name, b"\x01meta".as_slice()));
+    assert!(latest.path.is_dir() && !archive.exists());
+
+    let sb = open(b.path());
+    reopened.install(&latest, &sb.state).expect("install");
+    assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
+    // The snapshot stays in its store after an install, for the next follower that needs it.
+    assert_eq!(reopened.list().expect("list"), vec![name.to_string()]);
 }

@@ -42,6 +42,8 @@ impl Default for Runner {
 struct Node {
     id: u16,
     api: String,
+    /// Where the node serves `/metrics` (its write path's counters, issue #30).
+    metrics: String,
     config: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -95,6 +97,15 @@ pub(super) fn ports(count: u16, base: Option<u16>) -> Result<Vec<(u16, u16)>, Cl
     }
     let ports: Vec<u16> = held.iter().map(|(_, p)| *p).collect();
     Ok((0..usize::from(count)).map(|i| (ports[2 * i], ports[2 * i + 1])).collect())
+}
+
+/// A free loopback address (another program could take it before the node binds it: the node
+/// then exits at start and its log says so).
+fn free_port() -> Result<String, CliError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| CliError::other(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+    let addr = l.local_addr().map_err(|e| CliError::other(format!("cannot read a bound port: {e}")))?;
+    Ok(addr.to_string())
 }
 
 /// The config of one node: the shape of `cluster-config/three/`, rate limits off.
@@ -194,10 +205,12 @@ impl Cluster {
         for (id, api, _) in &addrs {
             let config = cluster.dir.join(format!("node{id}.toml"));
             let data = cluster.dir.join(format!("node{id}"));
-            std::fs::write(&config, config_text(*id, &addrs, &data, &cluster.token))
-                .map_err(|e| io_error("write", &config, e))?;
+            let metrics = free_port()?;
+            // A top-level key, so it goes before the tables of `config_text`.
+            let text = format!("metrics_listen = \"{metrics}\"\n{}", config_text(*id, &addrs, &data, &cluster.token));
+            std::fs::write(&config, text).map_err(|e| io_error("write", &config, e))?;
             let log = cluster.dir.join(format!("node{id}.log"));
-            cluster.nodes.push(Node { id: *id, api: api.clone(), config, log, child: None });
+            cluster.nodes.push(Node { id: *id, api: api.clone(), metrics, config, log, child: None });
         }
         for id in 1..=opts.nodes {
             cluster.spawn(id)?;
@@ -265,6 +278,11 @@ impl Cluster {
     }
 
     /// The process id of every running node, in node order.
+    /// Every node's `/metrics` address, in node order.
+    pub fn metrics(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.metrics.clone()).collect()
+    }
+
     pub fn pids(&self) -> Vec<(u16, u32)> {
         self.nodes.iter().filter_map(|n| n.child.as_ref().map(|c| (n.id, c.id()))).collect()
     }

@@ -185,6 +185,8 @@ pub struct Side {
     pub processes: Value,
     /// `now/peak` MiB per process.
     pub rss_text: String,
+    /// Where the point's work went: CPU per call, and Kungfu's batching (issue #30).
+    pub work: super::work::Work,
 }
 
 impl Side {
@@ -192,6 +194,7 @@ impl Side {
         let mut v = self.figures.to_json();
         if let Value::Object(map) = &mut v {
             map.insert("processes".into(), self.processes.clone());
+            map.insert("work".into(), self.work.to_json());
         }
         v
     }
@@ -549,7 +552,15 @@ impl KungfuSide {
     }
 
     async fn point(&mut self, workload: Workload, writers: usize, plan: &Plan) -> Result<Side, CliError> {
+        let (pids, metrics) = (self.cluster.pids(), self.cluster.metrics());
         let most = plan.most_writers();
+        // Seeding (agents, threads) happens before the sampler starts, so it is not counted.
+        match workload {
+            Workload::Own | Workload::Read | Workload::Stale => self.ensure_agents(most).await?,
+            Workload::Shared => drop(self.ensure_shared(most).await?),
+            Workload::Mixed => self.ensure_pairs(most).await?,
+        }
+        let sampler = super::work::Sampler::start(&pids, &metrics).await;
         let figures = match workload {
             Workload::Own | Workload::Shared => {
                 let threads = if workload == Workload::Own {
@@ -584,8 +595,9 @@ impl KungfuSide {
                 drive(ops, plan.warmup, plan.window).await?
             }
         };
+        let work = sampler.finish(&pids, &metrics, figures.ops_per_sec()).await;
         let (processes, rss_text) = super::memory::sample(&self.cluster.pids());
-        Ok(Side { figures, processes, rss_text })
+        Ok(Side { figures, processes, rss_text, work })
     }
 }
 
@@ -667,6 +679,11 @@ impl EtcdSide {
     }
 
     async fn point(&mut self, workload: Workload, writers: usize, plan: &Plan) -> Result<Option<Side>, CliError> {
+        if matches!(workload, Workload::Read | Workload::Stale) {
+            self.ensure_seeded(plan.most_writers()).await?;
+        }
+        let pids = self.cluster.pids();
+        let sampler = super::work::Sampler::start(&pids, &[]).await;
         let figures = match workload {
             Workload::Own | Workload::Shared => {
                 let ops: Vec<Put> = (0..writers)
@@ -679,7 +696,6 @@ impl EtcdSide {
                 drive(ops, plan.warmup, plan.window).await?
             }
             Workload::Read | Workload::Stale => {
-                self.ensure_seeded(plan.most_writers()).await?;
                 let ops: Vec<Range> = (0..writers)
                     .map(|i| Range { kv: self.kv(i), key: own_key(i), serializable: workload == Workload::Stale })
                     .collect();
@@ -687,8 +703,9 @@ impl EtcdSide {
             }
             Workload::Mixed => return Ok(None),
         };
+        let work = sampler.finish(&pids, &[], figures.ops_per_sec()).await;
         let (processes, rss_text) = super::memory::sample(&self.cluster.pids());
-        Ok(Some(Side { figures, processes, rss_text }))
+        Ok(Some(Side { figures, processes, rss_text, work }))
     }
 }
 
@@ -770,7 +787,34 @@ pub async fn run(args: BenchCompare, binary: PathBuf, server: Value, json: bool)
     println!();
     let (header, rows) = table(&points, with_etcd);
     output::table(&header, &rows);
+    println!();
+    println!(
+        "Where the work went: CPU µs per call (server processes together / this bench client), and Kungfu's\n\
+         write path: entries per log append / per AppendEntries / commands per apply batch, all nodes."
+    );
+    let (header, rows) = work_table(&points);
+    output::table(&header, &rows);
     Ok(())
+}
+
+/// The second table: where each point's work went (issue #30).
+pub fn work_table(points: &[Point]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let header =
+        vec!["workload", "nodes", "writers", "kungfu cpu µs srv/cli", "etcd cpu µs srv/cli", "kungfu batching"];
+    let rows = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.workload.name().to_string(),
+                p.nodes.to_string(),
+                p.writers.to_string(),
+                p.kungfu.work.cpu_text(),
+                p.etcd.as_ref().map_or_else(|| "n/a".to_string(), |e| e.work.cpu_text()),
+                p.kungfu.work.batch_text(),
+            ]
+        })
+        .collect();
+    (header, rows)
 }
 
 #[cfg(test)]
@@ -859,6 +903,7 @@ mod tests {
             },
             processes: json!([]),
             rss_text: "40/52".to_string(),
+            work: Default::default(),
         }
     }
 

@@ -24,6 +24,7 @@ mod instructions;
 mod load;
 mod memory;
 mod stats;
+mod work;
 mod write;
 
 use crate::cli::{BenchCmd, BenchFiles};
