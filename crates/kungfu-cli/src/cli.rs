@@ -439,6 +439,11 @@ pub struct BenchCompare {
     /// Require the named system beside Kungfu: `etcd` makes a missing etcd binary an error.
     #[arg(long, value_enum)]
     pub against: Option<BenchAgainst>,
+    /// After every workload of a cluster size, run the `own` point at this many writers once more
+    /// on the same clusters, which by then hold the whole run's state: whether the write rate
+    /// holds as the state grows. 0 for none; needs the `own` workload.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub repeat: u64,
 }
 
 /// A system `kungfu bench compare` can be required to run beside Kungfu.

@@ -163,6 +163,8 @@ fn bench_compare_measures_kungfu_and_etcd_in_one_run_and_leaves_nothing_behind()
         "0",
         "--workloads",
         "own,read",
+        "--repeat",
+        "1",
     ];
     let c = bench(dir.path(), &args);
     assert_eq!(c["bench"], "compare");
@@ -170,9 +172,21 @@ fn bench_compare_measures_kungfu_and_etcd_in_one_run_and_leaves_nothing_behind()
     assert!(c["etcd"]["version"].as_str().is_some_and(|v| v.contains("etcd")), "{c:#}");
     assert_eq!(c["params"]["workloads"], serde_json::json!(["own", "read"]), "{c:#}");
     let points = c["points"].as_array().unwrap_or_else(|| panic!("no points in {c:#}"));
-    assert_eq!(points.len(), 2, "one point per workload: {c:#}");
-    for (point, workload) in points.iter().zip(["own", "read"]) {
+    assert_eq!(points.len(), 3, "one point per workload, and `own` again: {c:#}");
+    let again: Vec<bool> = points.iter().map(|p| p["again"].as_bool().unwrap_or_else(|| panic!("{c:#}"))).collect();
+    assert_eq!(again, [false, false, true], "{c:#}");
+    for (point, workload) in points.iter().zip(["own", "read", "own"]) {
         assert_eq!(point["workload"], workload, "{c:#}");
+        // Where the work went (issue #30): CPU per call on both sides, and Kungfu's batching.
+        for system in ["kungfu", "etcd"] {
+            assert!(f(&point[system], "work.client_cpu_us_per_op") > 0.0, "{system} {workload}: {c:#}");
+            assert!(point[system]["work"]["server_cpu_us_per_op"].is_number(), "{system} {workload}: {c:#}");
+        }
+        if workload == "own" {
+            assert!(f(&point["kungfu"], "work.write_path.entries_per_append") >= 1.0, "{c:#}");
+            assert!(f(&point["kungfu"], "work.write_path.commands_per_apply_batch") >= 1.0, "{c:#}");
+            assert!(f(&point["kungfu"], "work.write_path.log_syncs_per_sec") > 0.0, "{c:#}");
+        }
         assert_eq!((point["nodes"].as_u64(), point["writers"].as_u64()), (Some(1), Some(1)), "{c:#}");
         for system in ["kungfu", "etcd"] {
             let s = &point[system];

@@ -240,7 +240,7 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
 
 /// The write path's batching counters (issue #30): entries per append, per AppendEntries and per
 /// apply batch are the ratio of two of them; fsyncs per second is the rate of the syncs.
-const WRITE_PATH: [(&str, &str); 10] = [
+const WRITE_PATH: [(&str, &str); 9] = [
     ("kungfu_raft_log_appends_total", "Appends to this node's raft log."),
     ("kungfu_raft_log_appended_entries_total", "Entries appended to this node's raft log."),
     ("kungfu_raft_append_rpcs_total", "AppendEntries requests with entries that this node sent."),
@@ -249,7 +249,6 @@ const WRITE_PATH: [(&str, &str); 10] = [
     ("kungfu_raft_applied_entries_total", "Committed entries applied to this node's state."),
     ("kungfu_raft_applied_commands_total", "Protocol commands applied to this node's state."),
     ("kungfu_raft_snapshots_built_total", "Snapshots this node built."),
-    ("kungfu_raft_snapshot_build_milliseconds_total", "Wall time this node spent building snapshots, in milliseconds."),
     ("kungfu_raft_log_syncs_total", "WAL syncs (fsyncs) of this node's raft log."),
 ];
 
@@ -257,6 +256,12 @@ fn write_path_describe() {
     for (name, help) in WRITE_PATH {
         describe_counter!(name, help);
     }
+    // A gauge: the `metrics` counters count in integers, and Prometheus wants seconds.
+    describe_gauge!(
+        "kungfu_raft_snapshot_build_seconds",
+        Unit::Seconds,
+        "Wall time this node spent building snapshots since it started, all builds together."
+    );
 }
 
 fn write_path(c: kungfu_raft::stats::WritePathCounts) {
@@ -269,12 +274,12 @@ fn write_path(c: kungfu_raft::stats::WritePathCounts) {
         c.applied_entries,
         c.applied_commands,
         c.snapshots_built,
-        c.snapshot_build_micros / 1_000,
         c.log_syncs,
     ];
     for ((name, _), value) in WRITE_PATH.iter().zip(values) {
         metrics::counter!(*name).absolute(value);
     }
+    metrics::gauge!("kungfu_raft_snapshot_build_seconds").set(c.snapshot_build_micros as f64 / 1e6);
 }
 
 #[cfg(test)]

@@ -183,9 +183,12 @@ impl StateStore {
         // The handle first, then the gate: a snapshot install holds the handle's lock while it
         // waits for the gate, so the other order could deadlock.
         let Some(db) = self.handle() else { return f(&LiveView { db: None }) };
+        // No RocksDB snapshot (issue #30: taking one locks the database's mutex, which the applying
+        // writer needs too): the gate already keeps the latest state still. `commit` is the only
+        // writer and holds the gate for writing around its write, and flushes and compactions
+        // change no value a read sees.
         let _still = self.hot.gate.read().unwrap_or_else(|p| p.into_inner());
-        let snap = db.snapshot();
-        f(&CachedView { db: Some(db.clone()), snap: Some(&snap), hot: &self.hot })
+        f(&CachedView { db: Some(db), snap: None, hot: &self.hot })
     }
 
     /// Commits the changes of one or more applied commands together with metadata (`Some` puts,

@@ -120,6 +120,8 @@ pub struct Plan {
     pub warmup: Duration,
     pub window: Duration,
     pub payload_bytes: usize,
+    /// The writers of the `own` point run again at the end of each cluster size (`--repeat`).
+    pub repeat: Option<u64>,
 }
 
 impl Plan {
@@ -134,6 +136,8 @@ impl Plan {
                  --writers has {most}"
             )));
         }
+        // Only a run that measures `own` has a first figure to compare the repeat with.
+        let repeat = (a.repeat > 0 && workloads.contains(&Workload::Own)).then_some(a.repeat);
         Ok(Plan {
             nodes,
             writers,
@@ -143,6 +147,7 @@ impl Plan {
             window: Duration::from_secs(a.seconds),
             payload_bytes: usize::try_from(a.payload_bytes)
                 .map_err(|_| CliError::usage("--payload-bytes is too large"))?,
+            repeat,
         })
     }
 
@@ -159,6 +164,7 @@ impl Plan {
             "seconds": self.window.as_secs(),
             "warmup_secs": self.warmup.as_secs(),
             "payload_bytes": self.payload_bytes,
+            "repeat": self.repeat,
         })
     }
 
@@ -208,6 +214,8 @@ impl Side {
 #[derive(Debug, Clone)]
 pub struct Point {
     pub workload: Workload,
+    /// The `--repeat` point: run again after every workload, on the same clusters.
+    pub again: bool,
     pub nodes: u16,
     pub writers: u64,
     pub kungfu: Side,
@@ -228,6 +236,11 @@ fn ratio_text(r: Option<f64>) -> String {
 }
 
 impl Point {
+    /// The workload's name, `own again` for the `--repeat` point.
+    fn label(&self) -> String {
+        if self.again { format!("{} again", self.workload.name()) } else { self.workload.name().to_string() }
+    }
+
     fn ops_ratio(&self) -> Option<f64> {
         ratio(Some(self.kungfu.figures.ops_per_sec()), self.etcd.as_ref().map(|e| e.figures.ops_per_sec()))
     }
@@ -240,6 +253,7 @@ impl Point {
     fn to_json(&self) -> Value {
         json!({
             "workload": self.workload.name(),
+            "again": self.again,
             "nodes": self.nodes,
             "writers": self.writers,
             "kungfu": self.kungfu.to_json(),
@@ -295,7 +309,7 @@ pub fn table(points: &[Point], with_etcd: bool) -> (Vec<&'static str>, Vec<Vec<S
         .iter()
         .map(|p| {
             let k = &p.kungfu;
-            let mut row = vec![p.workload.name().to_string(), p.nodes.to_string(), p.writers.to_string()];
+            let mut row = vec![p.label(), p.nodes.to_string(), p.writers.to_string()];
             row.push(format!("{:.0}", k.figures.ops_per_sec()));
             if with_etcd {
                 let e = p.etcd.as_ref();
@@ -749,8 +763,21 @@ pub async fn run(args: BenchCompare, binary: PathBuf, server: Value, json: bool)
                     }
                     _ => None,
                 };
-                points.push(Point { workload, nodes, writers, kungfu: k, etcd: e });
+                points.push(Point { workload, again: false, nodes, writers, kungfu: k, etcd: e });
             }
+        }
+        if let Some(writers) = plan.repeat {
+            let n = usize::try_from(writers).map_err(|_| CliError::usage("--repeat: too many"))?;
+            progress(format!("{nodes} node(s), own again, {writers} writer(s): kungfu"));
+            let k = kungfu.point(Workload::Own, n, &plan).await?;
+            let e = match etcd.as_mut() {
+                Some(side) => {
+                    progress(format!("{nodes} node(s), own again, {writers} writer(s): etcd"));
+                    side.point(Workload::Own, n, &plan).await?
+                }
+                None => None,
+            };
+            points.push(Point { workload: Workload::Own, again: true, nodes, writers, kungfu: k, etcd: e });
         }
         // Both clusters of this size are dropped here: killed and removed.
     }
@@ -805,7 +832,7 @@ pub fn work_table(points: &[Point]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         .iter()
         .map(|p| {
             vec![
-                p.workload.name().to_string(),
+                p.label(),
                 p.nodes.to_string(),
                 p.writers.to_string(),
                 p.kungfu.work.cpu_text(),
@@ -912,12 +939,20 @@ mod tests {
         let points = vec![
             Point {
                 workload: Workload::Own,
+                again: false,
                 nodes: 3,
                 writers: 64,
                 kungfu: side(21_380, 77_300, &[]),
                 etcd: Some(side(45_840, 34_000, &[("UNAVAILABLE", 2)])),
             },
-            Point { workload: Workload::Mixed, nodes: 3, writers: 64, kungfu: side(5_000, 9_000, &[]), etcd: None },
+            Point {
+                workload: Workload::Mixed,
+                again: false,
+                nodes: 3,
+                writers: 64,
+                kungfu: side(5_000, 9_000, &[]),
+                etcd: None,
+            },
         ];
         let (header, rows) = table(&points, true);
         assert_eq!(header.len(), rows[0].len());

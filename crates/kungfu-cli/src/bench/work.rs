@@ -43,16 +43,20 @@ pub async fn scrape(addr: &str) -> Option<BTreeMap<String, f64>> {
     Some(parse_counters(&body))
 }
 
-/// The unlabelled `kungfu_raft_…_total` samples of a Prometheus text page.
+/// The unlabelled `kungfu_raft_…_total` samples of a Prometheus text page, and the snapshots'
+/// build time (a gauge that only grows).
 pub fn parse_counters(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| l.starts_with("kungfu_raft_") && !l.contains('{'))
         .filter_map(|l| {
             let (name, value) = l.split_once(' ')?;
-            name.ends_with("_total").then(|| Some((name.to_string(), value.trim().parse().ok()?)))?
+            let wanted = name.ends_with("_total") || name == SNAPSHOT_SECONDS;
+            wanted.then(|| Some((name.to_string(), value.trim().parse().ok()?)))?
         })
         .collect()
 }
+
+const SNAPSHOT_SECONDS: &str = "kungfu_raft_snapshot_build_seconds";
 
 /// Samples taken before a point, for [`Sampler::finish`].
 #[derive(Debug)]
@@ -144,7 +148,7 @@ impl Sampler {
                 ),
                 log_syncs_per_sec: d("kungfu_raft_log_syncs_total") / elapsed.max(1e-9),
                 snapshots_built: d("kungfu_raft_snapshots_built_total"),
-                snapshot_build_ms: d("kungfu_raft_snapshot_build_milliseconds_total"),
+                snapshot_build_ms: d(SNAPSHOT_SECONDS) * 1000.0,
             });
         }
         Work {
@@ -225,13 +229,15 @@ mod tests {
                     kungfu_raft_rpc_failures_total{peer=\"2\"} 3\n\
                     kungfu_raft_term 4\n\
                     kungfu_actions_total 9\n\
-                    kungfu_raft_log_syncs_total 2.5e3\n";
+                    kungfu_raft_log_syncs_total 2.5e3\n\
+                    kungfu_raft_snapshot_build_seconds 0.25\n";
         let got = parse_counters(page);
         assert_eq!(
             got.into_iter().collect::<Vec<_>>(),
             vec![
                 ("kungfu_raft_log_appends_total".to_string(), 17.0),
-                ("kungfu_raft_log_syncs_total".to_string(), 2500.0)
+                ("kungfu_raft_log_syncs_total".to_string(), 2500.0),
+                ("kungfu_raft_snapshot_build_seconds".to_string(), 0.25),
             ]
         );
     }
