@@ -20,8 +20,8 @@ use kungfu_types::{Code, Rejection};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
@@ -173,9 +173,10 @@ struct Node {
 
 #[derive(Debug)]
 struct Inner {
-    nodes: Mutex<Vec<Node>>,
+    /// Read by every attempt, written only when a new leader address is learned.
+    nodes: std::sync::RwLock<Vec<Node>>,
     /// The index of the endpoint that answered last: calls start there.
-    preferred: Mutex<usize>,
+    preferred: std::sync::atomic::AtomicUsize,
     options: ClientOptions,
     /// Attempts made after a first attempt failed, over the life of the client.
     retries: AtomicU64,
@@ -186,7 +187,14 @@ struct Inner {
 pub struct Client {
     inner: Arc<Inner>,
     key: Option<String>,
+    /// `Bearer <key>` as a header value, made once per key rather than once per call; None
+    /// without a key, an error for a key that is no header value (reported by each call).
+    authorization: Option<Result<MetadataValue<tonic::metadata::Ascii>, ()>>,
     consistency: Consistency,
+}
+
+fn authorization(key: Option<&str>) -> Option<Result<MetadataValue<tonic::metadata::Ascii>, ()>> {
+    key.map(|k| format!("Bearer {k}").parse().map_err(|_| ()))
 }
 
 /// What kind of call an attempt belongs to.
@@ -357,11 +365,12 @@ impl Client {
         let consistency = options.consistency;
         Ok(Client {
             inner: Arc::new(Inner {
-                nodes: Mutex::new(nodes),
-                preferred: Mutex::new(0),
+                nodes: std::sync::RwLock::new(nodes),
+                preferred: std::sync::atomic::AtomicUsize::new(0),
                 options,
                 retries: AtomicU64::new(0),
             }),
+            authorization: authorization(key.as_deref()),
             key,
             consistency,
         })
@@ -369,17 +378,24 @@ impl Client {
 
     /// The same client (same channels and options) acting as the agent whose key is `key`.
     pub fn with_key(&self, key: impl Into<String>) -> Client {
-        Client { inner: self.inner.clone(), key: Some(key.into()), consistency: self.consistency }
+        let key = key.into();
+        let authorization = authorization(Some(&key));
+        Client { inner: self.inner.clone(), key: Some(key), authorization, consistency: self.consistency }
     }
 
     /// The same client without an agent key (for registration).
     pub fn anonymous(&self) -> Client {
-        Client { inner: self.inner.clone(), key: None, consistency: self.consistency }
+        Client { inner: self.inner.clone(), key: None, authorization: None, consistency: self.consistency }
     }
 
     /// The same client, reading with `consistency`.
     pub fn with_consistency(&self, consistency: Consistency) -> Client {
-        Client { inner: self.inner.clone(), key: self.key.clone(), consistency }
+        Client {
+            inner: self.inner.clone(),
+            key: self.key.clone(),
+            authorization: self.authorization.clone(),
+            consistency,
+        }
     }
 
     /// The same client, reading stale (`kungfu-consistency: stale`): any node answers from its own
@@ -415,22 +431,28 @@ impl Client {
     }
 
     fn nodes(&self) -> Vec<Node> {
-        self.inner.nodes.lock().map(|n| n.clone()).unwrap_or_else(|p| p.into_inner().clone())
+        self.inner.nodes.read().map(|n| n.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The endpoint at `i` (modulo their number) and how many there are: one attempt's target,
+    /// without copying every endpoint (each attempt of every writer asks).
+    fn node_at(&self, i: usize) -> (usize, Option<Node>) {
+        let nodes = self.inner.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let count = nodes.len().max(1);
+        (count, nodes.get(i % count).cloned())
     }
 
     fn preferred(&self) -> usize {
-        self.inner.preferred.lock().map(|p| *p).unwrap_or(0)
+        self.inner.preferred.load(Ordering::Relaxed)
     }
 
     fn set_preferred(&self, i: usize) {
-        if let Ok(mut p) = self.inner.preferred.lock() {
-            *p = i;
-        }
+        self.inner.preferred.store(i, Ordering::Relaxed);
     }
 
     /// The index of the endpoint at `addr`, adding it when it is new.
     fn index_of(&self, addr: &str) -> Option<usize> {
-        let mut nodes = self.inner.nodes.lock().ok()?;
+        let mut nodes = self.inner.nodes.write().ok()?;
         if let Some(i) = nodes.iter().position(|n| n.authority == addr) {
             return Some(i);
         }
@@ -442,9 +464,8 @@ impl Client {
     fn request<T>(&self, msg: T, call: Call<'_>) -> Result<tonic::Request<T>, Error> {
         let mut r = tonic::Request::new(msg);
         r.set_timeout(self.inner.options.call_timeout);
-        if let Some(k) = &self.key {
-            let v: MetadataValue<_> =
-                format!("Bearer {k}").parse().map_err(|_| Error::InvalidKey("not a valid header value".into()))?;
+        if let Some(v) = &self.authorization {
+            let v = v.clone().map_err(|()| Error::InvalidKey("not a valid header value".into()))?;
             r.metadata_mut().insert("authorization", v);
         }
         if matches!(call, Call::Read) && self.consistency == Consistency::Stale {
@@ -479,10 +500,9 @@ impl Client {
         let mut unreached_at: BTreeMap<String, (TransportKind, String)> = BTreeMap::new();
         let mut gave_up = false;
         for attempt in 0..=options.max_retries {
-            let nodes = self.nodes();
-            let count = nodes.len().max(1);
+            let (count, node) = self.node_at(target);
             target %= count;
-            let Some(node) = nodes.get(target) else {
+            let Some(node) = node else {
                 return Err(Error::InvalidEndpoint { endpoint: String::new(), reason: "no endpoints".into() });
             };
             let request = self.request(msg.clone(), call)?;
