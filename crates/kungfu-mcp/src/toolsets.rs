@@ -91,20 +91,24 @@ impl Default for Toolsets {
     }
 }
 
-/// A selection that names a set the door does not have.
+/// A selection the door cannot serve: it names a set the door does not have (or is not text), or
+/// names more sets than there are.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown toolset {shown:?}: the toolsets are {known} (or `all`); name them comma-separated, e.g. ?toolsets=coord,records"
-)]
+#[error("{what}: the toolsets are {known} (or `all`); name them comma-separated, e.g. ?toolsets=coord,records")]
 pub struct UnknownToolset {
-    shown: String,
+    what: String,
     known: String,
 }
 
 impl UnknownToolset {
     fn new(name: &str) -> UnknownToolset {
+        let shown: String = name.chars().take(MAX_ECHOED).collect();
+        UnknownToolset::because(format!("unknown toolset {shown:?}"))
+    }
+
+    fn because(what: String) -> UnknownToolset {
         let known: Vec<&str> = Toolset::ALL.iter().map(|t| t.name()).collect();
-        UnknownToolset { shown: name.chars().take(MAX_ECHOED).collect(), known: known.join(", ") }
+        UnknownToolset { what, known: known.join(", ") }
     }
 
     /// The names a selection may use, for an error's structured data.
@@ -140,7 +144,7 @@ impl Toolsets {
         for (i, raw) in text.split(',').enumerate() {
             let name = raw.trim();
             if i >= MAX_NAMES {
-                return Err(UnknownToolset::new(name));
+                return Err(UnknownToolset::because(format!("more than {MAX_NAMES} toolsets named")));
             }
             if name.is_empty() {
                 continue;
@@ -173,7 +177,7 @@ impl Toolsets {
         let header = headers.get(HEADER)?;
         Some(match header.to_str() {
             Ok(v) => Toolsets::parse(v),
-            Err(_) => Err(UnknownToolset::new("(not visible ASCII)")),
+            Err(_) => Err(UnknownToolset::because(format!("the {HEADER} header is not visible ASCII"))),
         })
     }
 }
@@ -240,7 +244,8 @@ mod tests {
         let long = "x".repeat(1000);
         assert!(Toolsets::parse(&long).expect_err("unknown").to_string().len() < 300, "the name is not echoed whole");
         let many = vec!["coord"; 40].join(",");
-        assert!(Toolsets::parse(&many).is_err(), "a selection is bounded");
+        let e = Toolsets::parse(&many).expect_err("a selection is bounded").to_string();
+        assert!(e.starts_with("more than 16 toolsets named") && e.contains("default, coord, records"), "{e}");
     }
 
     #[test]
