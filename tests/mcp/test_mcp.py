@@ -5,13 +5,16 @@ request) and 2026-07-28 (stateless: no handshake, no session). Over Streamable H
 
 Each test runs once per revision. Three-node clusters on free loopback ports (kungfu_cluster.py);
 every call goes through `Client.call_tool` over Streamable HTTP with the agent's key in
-`Authorization: Bearer`.
+`Authorization: Bearer`. The SDK validates every successful result's `structuredContent` against
+the tool's `outputSchema` (and raises when it does not conform), so each call here also checks that
+the tool's own schema describes what it answers (issue #31).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import time
@@ -62,9 +65,14 @@ class Rejected(Exception):
 class Agent:
     """One MCP connection, acting as the agent whose key it sends (or as nobody)."""
 
-    def __init__(self, client: Client, session_ids: list[str]):
+    def __init__(self, client: Client, session_ids: list[str], answers: list[tuple[str, int]] | None = None):
         self.client = client
         self.session_ids = session_ids
+        # (HTTP method, status) of every answer on the connection, in order.
+        self.answers = answers if answers is not None else []
+
+    async def tool_names(self) -> list[str]:
+        return [t.name for t in (await self.client.list_tools()).tools]
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         """The tool's structured result; a rejection raises `Rejected`."""
@@ -88,11 +96,16 @@ class Agent:
 
 
 @asynccontextmanager
-async def connect(url: str, revision: str, key: str | None = None) -> AsyncIterator[Agent]:
-    """An MCP client at `url` speaking `revision`, with `key` as its bearer key."""
+async def connect(
+    url: str, revision: str, key: str | None = None, answers: list[tuple[str, int]] | None = None
+) -> AsyncIterator[Agent]:
+    """An MCP client at `url` speaking `revision`, with `key` as its bearer key; the HTTP method and
+    status of every answer go to `answers` (which outlives the connection)."""
     session_ids: list[str] = []
+    answers = answers if answers is not None else []
 
     async def on_response(response: httpx2.Response) -> None:
+        answers.append((response.request.method, response.status_code))
         if sid := response.headers.get("mcp-session-id"):
             session_ids.append(sid)
 
@@ -106,7 +119,7 @@ async def connect(url: str, revision: str, key: str | None = None) -> AsyncItera
     mode = "legacy" if revision == "2025-11-25" else revision
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
         assert client.protocol_version == revision, f"negotiated {client.protocol_version}, wanted {revision}"
-        yield Agent(client, session_ids)
+        yield Agent(client, session_ids, answers)
 
 
 async def register(url: str, revision: str) -> tuple[str, str]:
@@ -306,10 +319,12 @@ async def stdio_profile(cluster: Cluster, home, name: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def stdio_agent(cluster: Cluster, profile: dict[str, Any], revision: str) -> AsyncIterator[Agent]:
-    """`kungfu mcp --profile NAME` launched as a host launches a stdio server."""
+async def stdio_agent(
+    cluster: Cluster, profile: dict[str, Any], revision: str, extra: list[str] | None = None
+) -> AsyncIterator[Agent]:
+    """`kungfu mcp --profile NAME` (and `extra` arguments) launched as a host launches a stdio server."""
     params = StdioServerParameters(
-        command=str(cluster.kungfu), args=["mcp", "--profile", profile["name"]], env=profile["env"]
+        command=str(cluster.kungfu), args=["mcp", "--profile", profile["name"], *(extra or [])], env=profile["env"]
     )
     mode = "legacy" if revision == "2025-11-25" else revision
     async with Client(params, mode=mode, read_timeout_seconds=BOUND_S) as client:
@@ -330,3 +345,128 @@ async def test_the_stdio_bridge_acts_as_the_profiles_agent(cluster: Cluster, rev
         posted = await agent.call("thread_post", thread=thread, body={"content": "hello from stdio"})
         read = await agent.call("entry_get", thread=thread, entry=posted["receipt"]["posted"]["entry"])
         assert read["entry"]["author"] == alice, read
+
+
+DEFAULT_ONLY = {"agent_register", "turn_get", "turn_wait", "thread_post", "assignment_take", "task_take", "memory_create"}
+COORD = {"memory_write_labeled", "memory_widen_scope", "message_send", "work_scatter", "mailbox_get", "collective_get", "barrier_get"}
+RECORDS = {"record_create", "record_patch", "record_get", "record_events_get", "record_body_get"}
+
+
+@pytest.mark.anyio
+async def test_toolsets_choose_the_tools_listed(cluster: Cluster, revision: str) -> None:
+    """The URL's `toolsets` parameter adds the opt-in sets to the default one; every selection is
+    listed as asked, in both revisions."""
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url
+    _, key = await register(url, revision)
+    expected = {
+        "": set(),
+        "?toolsets=coord": COORD,
+        "?toolsets=records": RECORDS,
+        "?toolsets=coord,records": COORD | RECORDS,
+        "?toolsets=all": COORD | RECORDS,
+    }
+    default: set[str] = set()
+    for query, extra in expected.items():
+        async with connect(url + query, revision, key) as agent:
+            names = set(await agent.tool_names())
+        assert DEFAULT_ONLY <= names, f"{query or 'no query'}: the default set is always served: {sorted(names)}"
+        assert names & (COORD | RECORDS) == extra, f"{query or 'no query'}: {sorted(names)}"
+        if not query:
+            default = names
+        else:
+            assert names == default | extra, f"{query}: the default set plus {sorted(extra)}"
+
+
+@pytest.mark.anyio
+async def test_an_unknown_toolset_is_refused_naming_the_known_ones(cluster: Cluster, revision: str) -> None:
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url
+    async with connect(url + "?toolsets=coord,admin", revision) as agent:
+        with pytest.raises(Exception) as refused:
+            await agent.client.list_tools()
+    text = str(refused.value)
+    assert "admin" in text and "default, coord, records" in text, text
+
+
+@pytest.mark.anyio
+async def test_a_tool_outside_the_connections_toolsets_is_refused_naming_its_set(cluster: Cluster, revision: str) -> None:
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url
+    _, key = await register(url, revision)
+    async with connect(url, revision, key) as agent:
+        with pytest.raises(Exception) as refused:
+            await agent.client.call_tool("record_get", {"record": "rec_1"}, read_timeout_seconds=BOUND_S)
+    text = str(refused.value)
+    assert "records" in text and "toolsets=records" in text, text
+
+
+def labeled(text: str) -> dict[str, Any]:
+    """New labeled content a thread entry may pin (at least fleet, not quarantined)."""
+    return {"content": {"content": text, "labels": {"taint": "TAINT_TAINTED", "scope": "SCOPE_FLEET"}}}
+
+
+@pytest.mark.anyio
+async def test_opt_in_writes_answer_their_own_receipt(cluster: Cluster, revision: str) -> None:
+    """A coordination send and a record creation through `?toolsets=all`: each result conforms to
+    its tool's narrowed output schema (the SDK validates) and carries its own receipt case; a
+    refusal still carries its code and next step."""
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url + "?toolsets=all"
+    _, key = await register(url, revision)
+    async with connect(url, revision, key) as agent:
+        created = await agent.call("thread_create", subject="opt-in toolsets")
+        thread = created["receipt"]["thread_created"]["thread"]
+        sent = await agent.call("message_send", thread=thread, body=labeled("status: green"))
+        assert set(sent["receipt"]) == {"kind", "at_unix_micros", "seq", "sent"}, sent
+        record = await agent.call(
+            "record_create",
+            thread=thread,
+            title="Release 1.4",
+            state="drafting",
+            body=labeled("The plan."),
+            scope="SCOPE_FLEET",
+            editors="RECORD_EDITORS_SPEAKERS",
+            message=labeled("A record for the release."),
+        )
+        assert "record_created" in record["receipt"], record
+        error = await agent.refused("record_get", record="rec_999999")
+        assert error["code"] == "NOT_FOUND" and error["next_step"], error
+
+
+@pytest.mark.anyio
+async def test_ending_a_session_is_a_success_the_sdk_accepts(cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """2025-11-25: the SDK ends its session with DELETE on close and logs "Session termination
+    failed: <status>" for anything but 200 or 204 (it did for the 202 the door used to answer)."""
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url
+    answers: list[tuple[str, int]] = []
+    with caplog.at_level(logging.DEBUG, logger="mcp"):
+        async with connect(url, "2025-11-25", answers=answers) as agent:
+            assert agent.session_ids, "a session to end"
+            await agent.tool_names()
+    deletes = [status for method, status in answers if method == "DELETE"]
+    assert deletes and all(s in (200, 204) for s in deletes), answers
+    assert "Session termination failed" not in caplog.text, caplog.text
+
+
+@pytest.mark.anyio
+async def test_the_stdio_bridge_serves_the_toolsets_it_is_given(cluster: Cluster, revision: str, tmp_path) -> None:
+    """`kungfu mcp --toolsets records` adds the records set; an unknown set stops it before it
+    serves, naming the known ones on stderr (stdout is the protocol)."""
+    profile = await stdio_profile(cluster, tmp_path, "bob")
+    async with stdio_agent(cluster, profile, revision) as agent:
+        names = set(await agent.tool_names())
+    assert DEFAULT_ONLY <= names and not names & (COORD | RECORDS), sorted(names)
+    async with stdio_agent(cluster, profile, revision, ["--toolsets", "records"]) as agent:
+        names = set(await agent.tool_names())
+        assert names & (COORD | RECORDS) == RECORDS, sorted(names)
+        error = await agent.refused("record_get", record="rec_999999")
+        assert error["code"] == "NOT_FOUND" and error["next_step"], error
+    refused = await asyncio.to_thread(
+        subprocess.run,
+        [str(cluster.kungfu), "mcp", "--profile", profile["name"], "--toolsets", "records,admin"],
+        env=profile["env"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+    )
+    assert refused.returncode != 0, refused
+    assert refused.stdout == "", "nothing but the protocol on stdout"
+    assert "admin" in refused.stderr and "default, coord, records" in refused.stderr, refused.stderr

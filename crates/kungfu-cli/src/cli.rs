@@ -166,6 +166,10 @@ pub enum Command {
         /// Print the tools as a Markdown table (the list in docs/mcp.md) and exit.
         #[arg(long)]
         list_tools: bool,
+        /// The opt-in toolsets to serve besides the default set (register, turn, threads,
+        /// assignments, Tasks, Memories), comma-separated: `coord`, `records`, or `all`.
+        #[arg(long, value_name = "SETS", default_value = "")]
+        toolsets: String,
     },
     /// Print a completion script for a shell on stdout: `kungfu completions bash > ~/.local/share/bash-completion/completions/kungfu`
     /// (zsh: a file `_kungfu` in a directory of `$fpath`; fish: `~/.config/fish/completions/kungfu.fish`).

@@ -78,7 +78,7 @@ impl Ctx {
 /// Runs the command.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     // `mcp` serves the door over its own channel; stdout is the protocol stream from here on.
-    if let Command::Mcp { list_tools } = cli.command {
+    if let Command::Mcp { list_tools, .. } = cli.command {
         return crate::mcp::run(&cli, list_tools).await;
     }
     // `dev` and `demo` manage their own connections (or none).

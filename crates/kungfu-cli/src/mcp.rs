@@ -10,7 +10,7 @@
 //! a node that is down (tonic reports a failed connection only when a call is made on it), so a
 //! probe takes an unreachable node out of the balance and puts it back once it answers again.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Command};
 use crate::error::CliError;
 use crate::profile;
 use std::collections::BTreeSet;
@@ -33,6 +33,13 @@ pub async fn run(cli: &Cli, list_tools: bool) -> Result<(), CliError> {
         print!("{}", kungfu_mcp::tools_markdown());
         return Ok(());
     }
+    // Checked before anything is served, so a typo stops the host's launch with a message on
+    // stderr rather than a door that lists fewer tools than meant.
+    let asked = match &cli.command {
+        Command::Mcp { toolsets, .. } => toolsets.as_str(),
+        _ => "",
+    };
+    let toolsets = kungfu_mcp::Toolsets::parse(asked).map_err(|e| CliError::usage(format!("--toolsets: {e}")))?;
     let profiles = profile::load()?;
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
     let endpoints = crate::commands::endpoints(cli, &saved);
@@ -46,7 +53,7 @@ pub async fn run(cli: &Cli, list_tools: bool) -> Result<(), CliError> {
         );
     }
     let channel = balanced(&endpoints, Duration::from_secs(cli.timeout_secs.max(1)))?;
-    kungfu_mcp::serve_stdio(kungfu_mcp::Door::new(channel, key))
+    kungfu_mcp::serve_stdio(kungfu_mcp::Door::new(channel, key).with_toolsets(toolsets))
         .await
         .map_err(|e| CliError::other(format!("the MCP stdio door stopped: {e:#}")))
 }

@@ -9,6 +9,12 @@
 //! so is an internal fault of this process; every answer of the protocol, a refusal included, is
 //! a tool result, refusals with `isError: true`. A missing or bad key is such a refusal
 //! (`UNAUTHENTICATED`), never an HTTP 401, which would send hosts into OAuth discovery.
+//!
+//! Toolsets (issue #31): each request is served the tools of the sets its URL's `toolsets`
+//! parameter or `X-MCP-Toolsets` header names, else the door's own selection (the default set, or
+//! `kungfu mcp --toolsets`). `tools/list` lists only those, and a call of any other tool is
+//! refused as a JSON-RPC error naming the set that has it, as an unknown tool is; an unknown set is
+//! an invalid-params error naming the known ones, on `tools/list` and `tools/call` alike.
 
 // rmcp marks logging deprecated (SEP-2577); both revisions the door serves still define it.
 #![allow(deprecated)]
@@ -18,6 +24,7 @@ use crate::features::{self, SessionLevel, Target};
 use crate::json;
 use crate::registry::{IDEMPOTENCY_KEY, Rpc, TURN_WAIT_DEFAULT_SECS, TURN_WAIT_MAX_SECS, ToolKind, registry};
 use crate::result;
+use crate::toolsets::{QUERY, Toolsets, UnknownToolset};
 use kungfu_api::FieldError;
 use kungfu_types::{Code, Rejection};
 use prost_reflect::{DynamicMessage, Value as Proto};
@@ -54,6 +61,8 @@ pub struct Door {
     /// The node's door token, when this door runs inside the node it calls: each call then tells
     /// the node the address its HTTP client connected from ([`Door::vouching_for_clients`]).
     vouch: Option<Bearer>,
+    /// The toolsets of a request that names none ([`Door::with_toolsets`]).
+    toolsets: Toolsets,
 }
 
 impl std::fmt::Debug for Door {
@@ -64,6 +73,7 @@ impl std::fmt::Debug for Door {
             .field("default_key", &self.default_key.is_some())
             .field("level", &self.level)
             .field("vouch", &self.vouch.is_some())
+            .field("toolsets", &self.toolsets)
             .finish()
     }
 }
@@ -74,7 +84,25 @@ impl Door {
     pub fn new(api: Channel, default_key: Option<String>) -> Door {
         // Build the registry now, so a defect in it shows at startup rather than on a first call.
         let _ = registry();
-        Door { api, default_key, level: SessionLevel::default(), vouch: None }
+        Door { api, default_key, level: SessionLevel::default(), vouch: None, toolsets: Toolsets::default() }
+    }
+
+    /// The same door serving `toolsets` to requests that name none: the stdio door's
+    /// `--toolsets`. An HTTP request's own `toolsets` parameter or header replaces it.
+    pub fn with_toolsets(mut self, toolsets: Toolsets) -> Door {
+        self.toolsets = toolsets;
+        self
+    }
+
+    /// The toolsets this request is served: its own (query parameter or header), else the door's.
+    fn toolsets(&self, ctx: &RequestContext<RoleServer>) -> Result<Toolsets, ErrorData> {
+        let asked =
+            ctx.extensions.get::<http::request::Parts>().and_then(|p| Toolsets::from_request(&p.uri, &p.headers));
+        match asked {
+            None => Ok(self.toolsets),
+            Some(Ok(sets)) => Ok(sets),
+            Some(Err(e)) => Err(unknown_toolset(&e)),
+        }
     }
 
     /// The same door, telling the node it calls the address each HTTP client connected from
@@ -94,6 +122,7 @@ impl Door {
             default_key: self.default_key.clone(),
             level: SessionLevel::default(),
             vouch: self.vouch.clone(),
+            toolsets: self.toolsets,
         }
     }
 
@@ -266,10 +295,24 @@ impl Door {
         args: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let sets = self.toolsets(ctx)?;
         let Some(spec) = registry().get(name) else {
             let shown: String = name.chars().take(MAX_ECHOED_NAME).collect();
             return Err(ErrorData::invalid_params(format!("unknown tool: {shown}; tools/list names every tool"), None));
         };
+        if !sets.contains(spec.toolset) {
+            // Served only where listed, so what a host lists is what it can call; the error names
+            // the way to get it, as a model that knew the tool from elsewhere needs.
+            let set = spec.toolset;
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tool {name} is in toolset `{set}`, which this connection does not serve (it serves {sets}); add it with ?{QUERY}={set} on the MCP URL or kungfu mcp --toolsets {set}"
+                ),
+                Some(
+                    json!({"code": "INVALID_ARGUMENT", "field": "toolsets", "next_step": "revise", "toolset": set.name()}),
+                ),
+            ));
+        }
         let caller = match self.caller(ctx) {
             Ok(c) => c,
             Err(r) => return Ok(result::rejection(&r, None)),
@@ -431,6 +474,16 @@ fn refusal(status: &tonic::Status) -> Rejection {
     result::status_rejection(status)
 }
 
+/// A request that names a toolset the door does not have: invalid params, with the known names.
+fn unknown_toolset(e: &UnknownToolset) -> ErrorData {
+    ErrorData::invalid_params(
+        e.to_string(),
+        Some(
+            json!({"code": "INVALID_ARGUMENT", "field": "toolsets", "next_step": "revise", "known": UnknownToolset::known()}),
+        ),
+    )
+}
+
 fn bad_credential() -> Rejection {
     Rejection::new(Code::Unauthenticated, "the Authorization header is not a valid bearer credential")
 }
@@ -513,10 +566,11 @@ impl ServerHandler for Door {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // One page: the list is small (tens of tools) and fixed for the life of the process.
-        Ok(ListToolsResult::with_all_items(registry().tools().iter().map(|t| t.tool.clone()).collect()))
+        let sets = self.toolsets(&context)?;
+        Ok(ListToolsResult::with_all_items(registry().tools_in(sets).map(|t| t.tool.clone()).collect()))
     }
 
     async fn call_tool(

@@ -2,8 +2,10 @@
 //! protocol revisions hosts use today.
 //!
 //! - 2025-11-25 and older: `initialize` opens a session (`Mcp-Session-Id`); POST carries calls,
-//!   GET the server's stream, DELETE ends the session. Sessions live in this process, close after
-//!   [`SESSION_IDLE`] without traffic, and are at most [`MAX_SESSIONS`] at once.
+//!   GET the server's stream, DELETE ends the session (answered 204 No Content: rmcp answers 202,
+//!   which the Python SDK reports as "Session termination failed: 202"; it and the TypeScript SDK
+//!   take 200 and 204 as success). Sessions live in this process, close after [`SESSION_IDLE`]
+//!   without traffic, and are at most [`MAX_SESSIONS`] at once.
 //! - 2026-07-28: no session; `server/discover` and self-contained requests (each with its
 //!   protocol version and capabilities in `_meta`), answered as plain JSON. rmcp picks the path
 //!   per request from the request itself, so one endpoint serves both.
@@ -74,7 +76,25 @@ pub fn http_router(door: Door, options: HttpOptions, shutdown: CancellationToken
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = BoundedSessions::new(sessions, MAX_SESSIONS);
     let service = StreamableHttpService::new(move || Ok(door.for_session()), Arc::new(sessions), config);
-    axum::Router::new().route_service(PATH, service)
+    axum::Router::new().route_service(PATH, service).layer(axum::middleware::from_fn(session_ended_is_no_content))
+}
+
+/// A DELETE that ended a session is answered 204 No Content rather than rmcp's 202 Accepted: the
+/// session is gone when the answer is sent, nothing was merely accepted, and the SDKs count only
+/// 200 and 204 as a successful termination.
+async fn session_ended_is_no_content(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+        response.headers_mut().remove(http::header::CONTENT_TYPE);
+        response.headers_mut().remove(http::header::CONTENT_LENGTH);
+    }
+    response
 }
 
 /// The MCP door's protection for another door on the same listener (the console's JSON API): the

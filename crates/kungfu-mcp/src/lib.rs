@@ -8,7 +8,10 @@
 //!
 //! Table of contents:
 //! - [`registry`]: the one registry of tools, built once from the descriptor set: names, schemas,
-//!   descriptions, annotations.
+//!   descriptions, annotations, toolsets.
+//! - [`toolsets`]: [`Toolsets`], which tools a connection is offered (the default set and the
+//!   opt-in ones a host names).
+//! - [`budget`]: what `tools/list` costs a host per selection, and the limits a test holds it to.
 //! - [`json`]: the JSON mapping of arguments and results (content as text, 64-bit integers as
 //!   numbers, enums by name, proto field names).
 //! - [`schema`]: the JSON Schemas of that mapping, and proto comments as documentation.
@@ -21,6 +24,7 @@
 //! - [`stdio`]: [`serve_stdio`], the stdio door.
 //! - [`error`]: [`Error`], what can stop a door.
 
+pub mod budget;
 pub mod call;
 pub mod door;
 pub mod error;
@@ -32,21 +36,23 @@ pub mod result;
 pub mod schema;
 pub mod sessions;
 pub mod stdio;
+pub mod toolsets;
 
 pub use door::{Door, WatchEvents, WatchFeed};
 pub use error::Error;
 pub use http::{HttpOptions, http_router};
 pub use stdio::serve_stdio;
+pub use toolsets::{Toolset, Toolsets};
 
 /// Every tool name, in registry order.
 pub fn tool_names() -> Vec<&'static str> {
     registry::registry().tools().iter().map(|t| t.name()).collect()
 }
 
-/// The tool list as a Markdown table, for `docs/mcp.md`: one row per tool with its RPC, whether
-/// it reads or writes, and its description.
+/// The tool list as a Markdown table, for `docs/mcp.md`: one row per tool with its toolset, its
+/// RPC, whether it reads or writes, and its description.
 pub fn tools_markdown() -> String {
-    let mut out = String::from("| tool | RPC | kind | description |\n|---|---|---|---|\n");
+    let mut out = String::from("| tool | set | RPC | kind | description |\n|---|---|---|---|---|\n");
     for spec in registry::registry().tools() {
         let tool = &spec.tool;
         let rpc = tool.title.clone().unwrap_or_default();
@@ -56,7 +62,7 @@ pub fn tools_markdown() -> String {
             _ => "write",
         };
         let description = tool.description.as_deref().unwrap_or("").replace('|', "\\|");
-        out.push_str(&format!("| `{}` | `{rpc}` | {kind} | {description} |\n", tool.name));
+        out.push_str(&format!("| `{}` | {} | `{rpc}` | {kind} | {description} |\n", tool.name, spec.toolset));
     }
     out
 }

@@ -11,8 +11,13 @@
 //! - Descriptions follow one convention, "What it does. Needs: … Returns: … Next: …", from the
 //!   method's proto comment; the parts a comment does not give are derived (auth from the method,
 //!   the key from being a write, the result from the response message).
+//! - A write's output schema is its response message with the receipt narrowed to the one case
+//!   its action produces ([`RECEIPTS`]), so `tools/list` does not carry the whole receipt union
+//!   once per tool (issue #31).
+//! - Every tool belongs to one [`Toolset`], by its service ([`Toolset::of_service`]).
 
 use crate::schema::{self, Direction};
+use crate::toolsets::{Toolset, Toolsets};
 use http::uri::PathAndQuery;
 use kungfu_api::pb;
 use prost_reflect::{DescriptorPool, MessageDescriptor, MethodDescriptor};
@@ -61,6 +66,55 @@ const DESTRUCTIVE: &[&str] = &[
     "kungfu.v1.AssignmentService.Void",
     "kungfu.v1.TaskService.DropEngagement",
 ];
+
+/// The receipt case (`kungfu.v1.Receipt`'s oneof `result`) each write answers with: the action's
+/// own, and the same on a replay, which returns the stored receipt of the same action kind (L3).
+/// A write's output schema shows only this case. Every write has one entry and every case but
+/// `expired` (the server's timer, never a request) is some write's (the registry's tests check).
+pub const RECEIPTS: &[(&str, &str)] = &[
+    ("kungfu.v1.AgentService.Register", "agent_registered"),
+    ("kungfu.v1.AgentService.Deactivate", "agent_deactivated"),
+    ("kungfu.v1.AssignmentService.Take", "assignment_taken"),
+    ("kungfu.v1.AssignmentService.Deliver", "assignment_delivered"),
+    ("kungfu.v1.AssignmentService.Adopt", "assignment_adopted"),
+    ("kungfu.v1.AssignmentService.Reject", "assignment_rejected"),
+    ("kungfu.v1.AssignmentService.Drop", "assignment_dropped"),
+    ("kungfu.v1.AssignmentService.Void", "assignment_voided"),
+    ("kungfu.v1.MemoryService.Create", "memory_created"),
+    ("kungfu.v1.MemoryService.Update", "memory_updated"),
+    ("kungfu.v1.MemoryService.Publish", "memory_published"),
+    ("kungfu.v1.MemoryService.Unpublish", "memory_unpublished"),
+    ("kungfu.v1.MemoryService.Withdraw", "memory_withdrawn"),
+    ("kungfu.v1.TaskService.Create", "task_created"),
+    ("kungfu.v1.TaskService.Revise", "contract_revised"),
+    ("kungfu.v1.TaskService.Pause", "task_paused"),
+    ("kungfu.v1.TaskService.Resume", "task_resumed"),
+    ("kungfu.v1.TaskService.Take", "engaged"),
+    ("kungfu.v1.TaskService.Deliver", "engagement_delivered"),
+    ("kungfu.v1.TaskService.DropEngagement", "engagement_dropped"),
+    ("kungfu.v1.TaskService.AdoptEngagement", "engagement_adopted"),
+    ("kungfu.v1.TaskService.RejectEngagement", "engagement_rejected"),
+    ("kungfu.v1.ThreadService.Create", "thread_created"),
+    ("kungfu.v1.ThreadService.IssueGrant", "grant_issued"),
+    ("kungfu.v1.ThreadService.VoidGrant", "grant_voided"),
+    ("kungfu.v1.ThreadService.Join", "joined"),
+    ("kungfu.v1.ThreadService.Leave", "left"),
+    ("kungfu.v1.ThreadService.Remove", "removed"),
+    ("kungfu.v1.ThreadService.ChangeRole", "role_changed"),
+    ("kungfu.v1.ThreadService.Post", "posted"),
+    ("kungfu.v1.ThreadService.Handle", "handled"),
+    ("kungfu.v1.ThreadService.Retract", "retracted"),
+    ("kungfu.v1.ThreadService.Close", "thread_closed"),
+    ("kungfu.v1.CoordService.WriteLabeled", "labeled_written"),
+    ("kungfu.v1.CoordService.WidenScope", "scope_widened"),
+    ("kungfu.v1.CoordService.Send", "sent"),
+    ("kungfu.v1.CoordService.Scatter", "scattered"),
+    ("kungfu.v1.RecordService.Create", "record_created"),
+    ("kungfu.v1.RecordService.Patch", "record_patched"),
+];
+
+/// The receipt message whose oneof [`RECEIPTS`] narrows.
+pub const RECEIPT: &str = "kungfu.v1.Receipt";
 
 /// The next step of a tool where the generic one (by read or write) says too little. Every tool
 /// named here exists (a test checks).
@@ -115,10 +169,11 @@ pub struct Rpc {
     pub write: bool,
 }
 
-/// One tool: how it is served and what `tools/list` shows.
+/// One tool: how it is served, the set it is offered in, and what `tools/list` shows.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub kind: ToolKind,
+    pub toolset: Toolset,
     pub tool: Tool,
 }
 
@@ -155,6 +210,11 @@ impl Registry {
 
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {
         self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The tools of the selected sets, in registry order.
+    pub fn tools_in(&self, sets: Toolsets) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.iter().filter(move |t| sets.contains(t.toolset))
     }
 
     pub fn pool(&self) -> &DescriptorPool {
@@ -232,18 +292,26 @@ fn is_write(method: &MethodDescriptor) -> bool {
     method.input().get_field_by_name(IDEMPOTENCY_KEY).is_some()
 }
 
+/// What every call but `agent_register` needs. The host sends the key (an `Authorization: Bearer`
+/// header, or the stdio door's profile); the model only has to have registered once.
+const NEEDS_KEY: &str = "an agent key (from agent_register)";
+/// What `agent_register` needs.
+const NEEDS_NOTHING: &str = "no agent key (a cluster with closed registration wants the operator token as the bearer)";
+/// The description of a write's `idempotency_key` argument: said once per tool, here, and not in
+/// the tool's description too.
+const IDEMPOTENCY_KEY_INPUT: &str = "Optional (generated and returned when absent). Resend a call whose answer was lost with the same key: it acts once.";
+
 fn rpc_tool(method: &MethodDescriptor) -> ToolSpec {
     let name = tool_name(method);
     let write = is_write(method);
     let output = method.output();
+    let receipt_case = receipt_case(method);
+    let only: Vec<String> = receipt_case.iter().map(|c| format!("{RECEIPT}.{c}")).collect();
     let mut input_schema = schema::message_schema(&method.input(), Direction::Input);
-    let mut output_schema = schema::message_schema(&output, Direction::Output);
+    let mut output_schema = schema::message_schema_only(&output, Direction::Output, &only);
     if write {
-        set_property_description(
-            &mut input_schema,
-            IDEMPOTENCY_KEY,
-            "Optional. The same key makes a repeated call return the first outcome instead of acting twice (L3). Generated when absent; the result reports the key used, so a call whose answer was lost can be sent again with it.",
-        );
+        assert!(receipt_case.is_some(), "{} writes, so RECEIPTS names its receipt case", method.full_name());
+        set_property_description(&mut input_schema, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_INPUT);
         assert!(
             output.get_field_by_name(IDEMPOTENCY_KEY).is_none(),
             "{} has its own idempotency_key; the result cannot add one",
@@ -257,17 +325,8 @@ fn rpc_tool(method: &MethodDescriptor) -> ToolSpec {
     }
     let what = schema::comment(&method.parent_file(), method.path())
         .unwrap_or_else(|| format!("Calls {}.", method.full_name()));
-    let needs = if method.full_name() == REGISTER {
-        "no agent key (a cluster with closed registration wants the operator token as the bearer)".to_string()
-    } else {
-        "the agent's key as `Authorization: Bearer <agent_key>`".to_string()
-    };
-    let needs = if write {
-        format!("{needs}; takes an optional idempotency_key (generated when absent, returned in the result)")
-    } else {
-        needs
-    };
-    let returns = returns_text(&output, write);
+    let needs = if method.full_name() == REGISTER { NEEDS_NOTHING } else { NEEDS_KEY };
+    let returns = returns_text(&output, receipt_case, write);
     let next = next_step(&name, write);
     let description = format!("{} Needs: {needs}. Returns: {returns}. Next: {next}", sentence(&what));
     let annotations = if write {
@@ -286,7 +345,13 @@ fn rpc_tool(method: &MethodDescriptor) -> ToolSpec {
         .annotate(annotations);
     let path = format!("/{}/{}", method.parent_service().full_name(), method.name());
     let path = PathAndQuery::try_from(path).expect("a method path is a valid URI path");
-    ToolSpec { kind: ToolKind::Rpc(Rpc { path, method: method.clone(), write }), tool }
+    let toolset = Toolset::of_service(method.parent_service().full_name());
+    ToolSpec { kind: ToolKind::Rpc(Rpc { path, method: method.clone(), write }), toolset, tool }
+}
+
+/// The receipt case a write's response carries ([`RECEIPTS`]); `None` for a read.
+fn receipt_case(method: &MethodDescriptor) -> Option<&'static str> {
+    RECEIPTS.iter().find(|(m, _)| *m == method.full_name()).map(|(_, case)| *case)
 }
 
 /// The limits of `turn_wait`'s wait.
@@ -318,14 +383,14 @@ fn turn_wait_tool(pool: &DescriptorPool) -> ToolSpec {
         "additionalProperties": false
     });
     let description = format!(
-        "Answers at once with the caller's open obligations when something is owed; otherwise waits on the turn's watch feed until something is, up to timeout_secs (default {TURN_WAIT_DEFAULT_SECS}, at most {TURN_WAIT_MAX_SECS}), and answers \"nothing owed\" when the wait ends empty. Use it instead of calling turn_get in a loop. Needs: the agent's key as `Authorization: Bearer <agent_key>`. Returns: owed (TurnItem list), next_cursor, as_of_seq, wait_secs, note. Next: {}",
+        "Answers at once with the caller's open obligations when something is owed; otherwise waits on the turn's watch feed until something is, up to timeout_secs (default {TURN_WAIT_DEFAULT_SECS}, at most {TURN_WAIT_MAX_SECS}), and answers \"nothing owed\" when the wait ends empty. Use it instead of calling turn_get in a loop. Needs: {NEEDS_KEY}. Returns: owed (TurnItem list), next_cursor, as_of_seq, wait_secs, note. Next: {}",
         next_step(TURN_WAIT, false)
     );
     let tool = Tool::new(TURN_WAIT, description, Arc::new(object(input)))
         .with_raw_output_schema(Arc::new(object(output)))
         .with_title("TurnService.GetTurn + WatchService.WatchTurn")
         .annotate(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false));
-    ToolSpec { kind: ToolKind::TurnWait, tool }
+    ToolSpec { kind: ToolKind::TurnWait, toolset: Toolset::Default, tool }
 }
 
 fn object(v: Json) -> JsonObject {
@@ -335,13 +400,27 @@ fn object(v: Json) -> JsonObject {
     }
 }
 
-/// "TurnPage: items, next_cursor, as_of_seq", plus the key of a write.
-fn returns_text(output: &MessageDescriptor, write: bool) -> String {
-    let mut fields: Vec<String> = output.fields().map(|f| f.name().to_string()).collect();
+/// A read: `TurnPage (items, next_cursor, as_of_seq)`. A write: its receipt case and the
+/// fields that case carries, `receipt.posted (thread, entry, …), replayed, idempotency_key`, the
+/// ids a model goes on with.
+fn returns_text(output: &MessageDescriptor, receipt_case: Option<&str>, write: bool) -> String {
+    let receipt_field = output.get_field_by_name("receipt");
+    let case_fields = receipt_case.and_then(|case| {
+        let prost_reflect::Kind::Message(receipt) = receipt_field.as_ref()?.kind() else { return None };
+        let prost_reflect::Kind::Message(facts) = receipt.get_field_by_name(case)?.kind() else { return None };
+        Some((case, facts.fields().map(|f| f.name().to_string()).collect::<Vec<_>>()))
+    });
+    let mut fields: Vec<String> = Vec::new();
+    for f in output.fields() {
+        match (&case_fields, f.name()) {
+            (Some((case, inner)), "receipt") => fields.push(format!("receipt.{case} ({})", inner.join(", "))),
+            _ => fields.push(f.name().to_string()),
+        }
+    }
     if write {
         fields.push(IDEMPOTENCY_KEY.to_string());
     }
-    format!("{} ({})", output.name(), fields.join(", "))
+    if case_fields.is_some() { fields.join(", ") } else { format!("{} ({})", output.name(), fields.join(", ")) }
 }
 
 fn next_step(name: &str, write: bool) -> String {
@@ -349,9 +428,9 @@ fn next_step(name: &str, write: bool) -> String {
         return (*next).to_string();
     }
     if write {
-        "turn_get (or turn_wait) to see what is owed now; on a rejection, follow its next_step.".to_string()
+        "turn_get to see what is owed now.".to_string()
     } else {
-        "act on what it shows; working_set_get on any id lists the actions available there.".to_string()
+        "working_set_get on an id lists the actions available there.".to_string()
     }
 }
 

@@ -9,7 +9,8 @@ use kungfu_api::pb;
 use kungfu_api::pb::agent_service_server::{AgentService, AgentServiceServer};
 use kungfu_api::pb::turn_service_server::{TurnService, TurnServiceServer};
 use kungfu_api::pb::watch_service_server::{WatchService, WatchServiceServer};
-use kungfu_mcp::{Door, HttpOptions, http_router};
+use kungfu_mcp::registry::registry;
+use kungfu_mcp::{Door, HttpOptions, Toolsets, http_router};
 use kungfu_types::{Code, Rejection};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResult, ClientConfig, ErrorCode, GetPromptRequestParams, LoggingLevel,
@@ -243,7 +244,17 @@ async fn client(
     key: Option<&str>,
     lifecycle: ClientLifecycleMode,
 ) -> RunningService<RoleClient, ClientConfig> {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", h.mcp));
+    client_at(h, key, lifecycle, "").await
+}
+
+/// [`client`] at `/mcp` with `query` after it (`?toolsets=coord`).
+async fn client_at(
+    h: &Harness,
+    key: Option<&str>,
+    lifecycle: ClientLifecycleMode,
+    query: &str,
+) -> RunningService<RoleClient, ClientConfig> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp{query}", h.mcp));
     if let Some(k) = key {
         config = config.auth_header(k);
     }
@@ -279,8 +290,11 @@ fn structured(r: &CallToolResult) -> Json {
 /// refusals and an unknown tool.
 async fn converse(c: &RunningService<RoleClient, ClientConfig>) {
     let tools = c.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), kungfu_mcp::tool_names().len());
+    let default = registry().tools_in(Toolsets::default()).count();
+    assert_eq!(tools.len(), default, "a URL that names no toolset lists the default set");
+    assert!(default < kungfu_mcp::tool_names().len(), "the opt-in sets are not listed");
     assert!(tools.iter().any(|t| t.name == "turn_get" && t.output_schema.is_some()));
+    assert!(!tools.iter().any(|t| t.name == "message_send" || t.name == "record_get"));
 
     let turn = call(c, "turn_get", json!({})).await;
     assert_eq!(turn.is_error, Some(false));
@@ -738,4 +752,104 @@ async fn a_door_inside_a_node_tells_it_the_address_each_client_connected_from() 
     let answer = raw_answer_from("127.0.0.2", plain.mcp, &head, body.as_bytes()).await;
     assert!(answer.contains("kf_for_plain"), "{answer}");
     assert_eq!(plain.node.registrations.lock().expect("lock").clone(), vec![(None, None)]);
+}
+
+/// The names `tools/list` answers a client at `/mcp{query}`.
+async fn listed_at(h: &Harness, lifecycle: ClientLifecycleMode, query: &str) -> Vec<String> {
+    let c = client_at(h, Some(GOOD), lifecycle, query).await;
+    let names = c.list_all_tools().await.expect("tools/list").into_iter().map(|t| t.name.to_string()).collect();
+    c.cancel().await.expect("close");
+    names
+}
+
+#[tokio::test]
+async fn the_url_chooses_the_toolsets_in_both_revisions() {
+    let h = harness(64 * 1024).await;
+    for modern in [false, true] {
+        let mode = || if modern { stateless() } else { legacy() };
+        let all = listed_at(&h, mode(), "?toolsets=all").await;
+        assert_eq!(all, kungfu_mcp::tool_names(), "all: every tool, in registry order");
+        let coord = listed_at(&h, mode(), "?toolsets=coord").await;
+        assert!(coord.iter().any(|n| n == "message_send") && coord.iter().any(|n| n == "turn_get"), "{coord:?}");
+        assert!(!coord.iter().any(|n| n.starts_with("record_")), "records was not asked for: {coord:?}");
+        let both = listed_at(&h, mode(), "?toolsets=coord%2Crecords").await;
+        assert_eq!(both, all, "the two opt-in sets and the default one are all of them");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_toolset_is_an_error_naming_the_known_ones() {
+    let h = harness(64 * 1024).await;
+    for modern in [false, true] {
+        let c = client_at(&h, Some(GOOD), if modern { stateless() } else { legacy() }, "?toolsets=coord,admin").await;
+        let e = mcp_error(c.list_all_tools().await.expect_err("admin is no toolset"));
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        assert!(e.message.contains("\"admin\"") && e.message.contains("default, coord, records"), "{}", e.message);
+        let data = e.data.expect("structured data");
+        assert_eq!((data["field"].clone(), data["next_step"].clone()), (json!("toolsets"), json!("revise")));
+        assert_eq!(data["known"], json!(["default", "coord", "records", "all"]));
+        // A call is refused the same way: the selection is wrong whatever the tool.
+        let call = c.call_tool(CallToolRequestParams::new("turn_get")).await;
+        assert_eq!(mcp_error(call.expect_err("refused")).code, ErrorCode::INVALID_PARAMS);
+        c.cancel().await.expect("close");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_connection_s_toolsets_is_refused_naming_its_set() {
+    let h = harness(64 * 1024).await;
+    let c = client(&h, Some(GOOD), stateless()).await;
+    let e = mcp_error(c.call_tool(CallToolRequestParams::new("record_get")).await.expect_err("not served"));
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+    assert!(e.message.contains("toolset `records`") && e.message.contains("?toolsets=records"), "{}", e.message);
+    assert_eq!(e.data.expect("data")["toolset"], json!("records"));
+    c.cancel().await.expect("close");
+    // The same tool through a URL that asks for its set reaches the node (which answers
+    // UNIMPLEMENTED here: the test node serves no RecordService).
+    let c = client_at(&h, Some(GOOD), stateless(), "?toolsets=records").await;
+    let answered = c.call_tool(CallToolRequestParams::new("record_get")).await.expect("a tool result");
+    assert_eq!(answered.is_error, Some(true));
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn the_toolsets_header_chooses_when_the_url_does_not() {
+    let h = harness(64 * 1024).await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let extra = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\nX-MCP-Toolsets: records\r\n";
+    let answer = raw_answer(h.mcp, &post_head(&h.mcp.to_string(), extra, body.len()), body.as_bytes()).await;
+    assert!(answer.contains("\"record_patch\"") && answer.contains("\"turn_get\""), "{answer}");
+    assert!(!answer.contains("\"message_send\""), "coord was not asked for");
+    let extra = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\nX-MCP-Toolsets: everything\r\n";
+    let answer = raw_answer(h.mcp, &post_head(&h.mcp.to_string(), extra, body.len()), body.as_bytes()).await;
+    assert!(answer.contains("-32602") && answer.contains("unknown toolset"), "{answer}");
+}
+
+#[tokio::test]
+async fn deleting_a_session_answers_204_and_ends_it() {
+    let h = harness(64 * 1024).await;
+    let answer = raw_answer(h.mcp, &post_head(&h.mcp.to_string(), "", INITIALIZE.len()), INITIALIZE.as_bytes()).await;
+    let session = answer
+        .lines()
+        .find_map(|l| {
+            l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")).map(|(_, v)| v.trim())
+        })
+        .unwrap_or_else(|| panic!("initialize names a session: {answer}"))
+        .to_string();
+    let delete = |id: &str| {
+        format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {}\r\nMcp-Session-Id: {id}\r\nMCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\r\n",
+            h.mcp
+        )
+    };
+    // 200 and 204 are what the SDKs count as success (the Python SDK logs "Session termination
+    // failed: 202" for rmcp's own answer).
+    assert_eq!(raw_status(h.mcp, &delete(&session), b"").await, 204);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let extra = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n");
+    let after = raw_status(h.mcp, &post_head(&h.mcp.to_string(), &extra, list.len()), list.as_bytes()).await;
+    assert_eq!(after, 404, "the session is gone");
 }

@@ -1,7 +1,12 @@
 //! The tool registry: one tool per unary agent RPC, named by one rule, with valid schemas and
 //! descriptions in one convention.
 
-use kungfu_mcp::registry::{IDEMPOTENCY_KEY, NOT_AGENT_SERVICES, PACKAGE, ToolKind, ToolSpec, registry};
+use kungfu_mcp::json::message_to_json;
+use kungfu_mcp::registry::{
+    IDEMPOTENCY_KEY, NOT_AGENT_SERVICES, PACKAGE, RECEIPT, RECEIPTS, ToolKind, ToolSpec, registry,
+};
+use kungfu_mcp::{Toolset, Toolsets};
+use prost_reflect::{DynamicMessage, Kind, Value as Proto};
 use serde_json::{Value as Json, json};
 use std::collections::HashSet;
 
@@ -224,10 +229,11 @@ fn accepts(name: &str, args: Json) -> bool {
 #[test]
 fn input_schemas_accept_valid_calls_and_refuse_wrong_types() {
     assert!(accepts("thread_post", json!({"thread": "th_1", "body": {"content": "hello"}, "reply_to": 3})));
-    assert!(accepts(
-        "thread_post",
-        json!({"thread": "th_1", "body": {"content": {"base64": "AAE="}}, "reply_to": "3"})
-    ));
+    assert!(accepts("thread_post", json!({"thread": "th_1", "body": {"content": "hello"}, "reply_to": 3})));
+    assert!(
+        !accepts("thread_post", json!({"thread": "th_1", "reply_to": "3"})),
+        "a model is told integers are numbers (the door still reads a decimal string, proto3 JSON's form)"
+    );
     assert!(accepts(
         "thread_post",
         json!({"idempotency_key": "k1", "thread": "th_1", "body": {"pin": {"memory": "mem_1", "version": 1}}})
@@ -247,18 +253,211 @@ fn input_schemas_accept_valid_calls_and_refuse_wrong_types() {
 #[test]
 fn content_is_a_string_documented_as_participant_content() {
     let content = &input("memory_create")["properties"]["content"];
-    assert_eq!(content["anyOf"][0], json!({"type": "string"}));
+    assert_eq!(content["type"], json!("string"), "a model writes text");
     assert!(content["description"].as_str().unwrap_or("").contains("never interpreted"));
     let oneof = &input("thread_post")["properties"]["body"]["description"];
-    assert!(oneof.as_str().unwrap_or("").contains("exactly one of `pin`, `content`"), "{oneof}");
+    assert!(oneof.as_str().unwrap_or("").contains("Exactly one of `pin`, `content`"), "{oneof}");
+}
+
+/// Issue #31: prose a schema already carries is not repeated on every nested field.
+#[test]
+fn input_schemas_say_each_thing_once() {
+    for spec in registry().tools() {
+        let text = input(spec.name()).to_string();
+        let content_notes = text.matches("never interpreted").count();
+        assert!(content_notes <= 1, "{}: the content note {content_notes} times", spec.name());
+        assert!(!text.contains("One case of oneof"), "{}: a oneof is noted on its message only", spec.name());
+        assert!(!text.contains(r#"["integer","string"]"#), "{}: integers are integers", spec.name());
+        assert!(!text.contains("_UNSPECIFIED"), "{}: leaving a field out is how to say unspecified", spec.name());
+    }
+    // A record body is written in two places of a patch (replace_body, append_note.body): what a
+    // body is, is said at the first.
+    let patch = input("record_patch").to_string();
+    let body = registry().pool().get_message_by_name("kungfu.v1.RecordBodyInput").expect("RecordBodyInput");
+    let own = kungfu_mcp::schema::comment(&body.parent_file(), body.path()).expect("a comment");
+    assert_eq!(patch.matches(own.as_str()).count(), 1, "{patch}");
 }
 
 #[test]
-fn sixty_four_bit_integers_are_numbers_in_output_schemas() {
+fn sixty_four_bit_integers_are_numbers_in_both_directions() {
     let receipt = &output("thread_post")["properties"]["receipt"]["properties"];
-    assert_eq!(
-        receipt["at_unix_micros"],
-        json!({"type": "integer", "description": receipt["at_unix_micros"]["description"]})
-    );
-    assert_eq!(input("thread_post")["properties"]["reply_to"]["type"], json!(["integer", "string"]));
+    assert_eq!(receipt["at_unix_micros"], json!({"type": "integer"}));
+    assert_eq!(input("thread_post")["properties"]["reply_to"]["type"], json!("integer"));
+    assert_eq!(input("thread_post")["properties"]["reply_to"]["minimum"], json!(0), "a sequence number is unsigned");
+}
+
+/// Every `description` in a schema.
+fn descriptions(schema: &Json, out: &mut Vec<String>) {
+    match schema {
+        Json::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("description", Json::String(d)) => out.push(d.clone()),
+                    _ => descriptions(v, out),
+                }
+            }
+        }
+        Json::Array(items) => items.iter().for_each(|i| descriptions(i, out)),
+        _ => {}
+    }
+}
+
+/// Output schemas are structure for validating results: no prose but the participant-content note
+/// (L6) and what the door adds itself, so `tools/list` stays within its budget.
+#[test]
+fn output_schemas_carry_structure_and_the_content_note_only() {
+    for spec in registry().tools().iter().filter(|t| t.name() != "turn_wait") {
+        let mut found = Vec::new();
+        descriptions(&output(spec.name()), &mut found);
+        for d in found {
+            assert!(
+                d == kungfu_mcp::schema::CONTENT_DESCRIPTION || d.contains("idempotency key"),
+                "{}: output prose {d:?}",
+                spec.name()
+            );
+        }
+    }
+    let mut entry = Vec::new();
+    descriptions(&output("entry_get"), &mut entry);
+    assert_eq!(entry, vec![kungfu_mcp::schema::CONTENT_DESCRIPTION.to_string()], "content is documented once");
+}
+
+fn write_methods() -> Vec<(String, String)> {
+    registry()
+        .tools()
+        .iter()
+        .filter_map(|t| match &t.kind {
+            ToolKind::Rpc(r) if r.write => Some((t.name().to_string(), r.method.full_name().to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_write_names_one_receipt_case_and_every_case_is_some_write_s() {
+    let receipt = registry().pool().get_message_by_name(RECEIPT).expect("Receipt");
+    let oneof = receipt.oneofs().find(|o| o.name() == "result").expect("oneof result");
+    let cases: HashSet<String> = oneof.fields().map(|f| f.name().to_string()).collect();
+    let mut named = HashSet::new();
+    for (tool, method) in write_methods() {
+        let entries: Vec<_> = RECEIPTS.iter().filter(|(m, _)| *m == method).collect();
+        assert_eq!(entries.len(), 1, "{tool} ({method}) has one RECEIPTS entry");
+        assert!(cases.contains(entries[0].1), "{} is a case of Receipt.result", entries[0].1);
+        assert!(named.insert(entries[0].1), "{} is the receipt of two writes", entries[0].1);
+    }
+    assert_eq!(RECEIPTS.len(), named.len(), "RECEIPTS names only writes");
+    let unnamed: Vec<&String> = cases.iter().filter(|c| !named.contains(c.as_str())).collect();
+    assert_eq!(unnamed, vec!["expired"], "only the timer's receipt is no write's");
+}
+
+#[test]
+fn a_write_s_output_schema_shows_only_its_own_receipt_case() {
+    for (tool, method) in write_methods() {
+        let case = RECEIPTS.iter().find(|(m, _)| *m == method).map(|(_, c)| *c).expect("a case");
+        let receipt = &output(&tool)["properties"]["receipt"];
+        let mut keys: Vec<&str> =
+            receipt["properties"].as_object().expect("properties").keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let mut want = vec!["at_unix_micros", "kind", "seq", case];
+        want.sort_unstable();
+        assert_eq!(keys, want, "{tool}");
+        assert!(!receipt.to_string().contains("Exactly one of"), "{tool}: no choice left to describe");
+    }
+}
+
+/// A result as the door maps it, with every message field set (recursively, to a depth), so a
+/// schema that leaves a field out, or describes one wrongly, fails.
+fn filled(desc: &prost_reflect::MessageDescriptor, depth: usize, case: Option<&str>) -> DynamicMessage {
+    let mut m = DynamicMessage::new(desc.clone());
+    if depth == 0 {
+        return m;
+    }
+    for field in desc.fields() {
+        if let Some(o) = field.containing_oneof().filter(|o| !o.is_synthetic()) {
+            let wanted = match case {
+                Some(c) if desc.full_name() == RECEIPT => field.name() == c,
+                _ => o.fields().next().is_some_and(|f| f.name() == field.name()),
+            };
+            if !wanted {
+                continue;
+            }
+        }
+        if let Kind::Message(inner) = field.kind()
+            && !field.is_map()
+        {
+            let v = Proto::Message(filled(&inner, depth - 1, case));
+            m.set_field(&field, if field.is_list() { Proto::List(vec![v]) } else { v });
+        } else if field.supports_presence() && !field.is_list() {
+            m.set_field(&field, Proto::default_value_for_field(&field));
+        }
+    }
+    m
+}
+
+#[test]
+fn every_result_the_door_can_answer_validates_against_its_tool_s_output_schema() {
+    for spec in registry().tools() {
+        let ToolKind::Rpc(rpc) = &spec.kind else { continue };
+        let case = RECEIPTS.iter().find(|(m, _)| *m == rpc.method.full_name()).map(|(_, c)| *c);
+        let validator = jsonschema::validator_for(&output(spec.name())).expect("valid schema");
+        let mut answer = message_to_json(&filled(&rpc.method.output(), 6, case));
+        if rpc.write {
+            answer[IDEMPOTENCY_KEY] = json!("k1");
+        }
+        if let Err(e) = validator.validate(&answer) {
+            panic!("{}: {answer} does not validate: {e}", spec.name());
+        }
+        if rpc.write {
+            // Another action's receipt is not this tool's result.
+            let other = if case == Some("posted") { "joined" } else { "posted" };
+            let mut wrong = message_to_json(&filled(&rpc.method.output(), 6, Some(other)));
+            wrong[IDEMPOTENCY_KEY] = json!("k1");
+            assert!(!validator.is_valid(&wrong), "{}: the schema admits the `{other}` receipt", spec.name());
+        }
+    }
+}
+
+#[test]
+fn every_tool_is_in_one_toolset_by_its_service() {
+    for spec in registry().tools() {
+        let want = match &spec.kind {
+            ToolKind::Rpc(r) => match r.method.parent_service().name() {
+                "CoordService" => Toolset::Coord,
+                "RecordService" => Toolset::Records,
+                _ => Toolset::Default,
+            },
+            ToolKind::TurnWait => Toolset::Default,
+        };
+        assert_eq!(spec.toolset, want, "{}", spec.name());
+    }
+    let default: Vec<&str> = registry().tools_in(Toolsets::default()).map(|t| t.name()).collect();
+    for everyday in [
+        "agent_register",
+        "turn_get",
+        "turn_wait",
+        "working_set_get",
+        "thread_post",
+        "thread_join",
+        "assignment_take",
+        "task_take",
+        "memory_create",
+    ] {
+        assert!(default.contains(&everyday), "{everyday} is everyday work");
+    }
+    assert_eq!(registry().tools_in(Toolsets::all()).count(), NAMES.len());
+}
+
+/// A description names only tools a connection that lists it also lists: its own set's or the
+/// default set's, so an agent that sees a tool can follow what it says.
+#[test]
+fn descriptions_name_only_tools_served_beside_them() {
+    for spec in registry().tools() {
+        let d = spec.tool.description.as_deref().unwrap_or("");
+        let sets = Toolsets::default().with(spec.toolset);
+        for word in d.split(|c: char| !(c.is_ascii_lowercase() || c == '_')) {
+            if let Some(named) = registry().get(word) {
+                assert!(sets.contains(named.toolset), "{} names {word}, of toolset {}", spec.name(), named.toolset);
+            }
+        }
+    }
 }
