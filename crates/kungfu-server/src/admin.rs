@@ -99,7 +99,9 @@ impl Backend {
     /// positions, the membership and (on the leader) each follower's replication progress.
     pub fn cluster_status(&self, _: &Operator) -> pb::ClusterStatusResponse {
         let m = self.node.metrics();
-        let role = if m.running_state.is_err() {
+        // A core that panicked reports no error in its metrics (issue #36).
+        let fatal = kungfu_raft::fatal::core_stop(&self.node.raft);
+        let role = if fatal.is_some() {
             pb::RaftRole::Shutdown
         } else if m.state.is_leader() {
             pb::RaftRole::Leader
@@ -155,7 +157,7 @@ impl Backend {
             snapshot_index: m.snapshot.as_ref().map(|l| l.index),
             membership: Some(membership_pb(&m.membership_config, committed)),
             replication,
-            fatal_error: m.running_state.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
+            fatal_error: fatal.unwrap_or_default(),
         }
     }
 
