@@ -134,6 +134,28 @@ impl NodeProc {
         self.child.is_some()
     }
 
+    /// Waits, at most `bound`, for the process to exit by itself, and returns how it exited; None
+    /// when it still runs then (it is left running, and killed on drop).
+    pub fn wait_exit(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if start.elapsed() > bound {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process has exited by itself (without waiting for it).
+    pub fn has_exited(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+    }
+
     /// The node's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.config.with_extension("log")).unwrap_or_default()

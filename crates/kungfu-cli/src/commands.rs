@@ -1018,6 +1018,9 @@ async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliEr
                 "applied_index": v.applied_index,
                 "lag_entries": lag(node.node_id),
                 "fatal_error": if v.fatal_error.is_empty() { Value::Null } else { Value::String(v.fatal_error.clone()) },
+                "log_bytes": v.log_bytes,
+                "state_bytes": v.state_bytes,
+                "snapshots_bytes": v.snapshots_bytes,
             }),
             None => json!({
                 "node_id": node.node_id,
@@ -1046,12 +1049,39 @@ async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliEr
                 at(r, "last_log_index"),
                 at(r, "applied_index"),
                 at(r, "lag_entries"),
+                size(r, "log_bytes"),
+                size(r, "state_bytes"),
+                size(r, "snapshots_bytes"),
                 at(r, "api_addr"),
             ]
         })
         .collect();
-    table(&["NODE", "ROLE", "TERM", "LEADER", "LAST LOG", "APPLIED", "LAG", "API"], &table_rows);
+    table(
+        &["NODE", "ROLE", "TERM", "LEADER", "LAST LOG", "APPLIED", "LAG", "LOG", "STATE", "SNAPSHOTS", "API"],
+        &table_rows,
+    );
+    for r in &rows {
+        if let Some(fatal) = r.get("fatal_error").and_then(Value::as_str) {
+            println!("node {}: raft stopped: {fatal}", at(r, "node_id"));
+        }
+    }
     Ok(())
+}
+
+/// A byte count of a `cluster status` row in binary units (`12.3 MiB`); `-` when the node did not
+/// report it (unreachable, or older than issue #36).
+fn size(row: &Value, key: &str) -> String {
+    let Some(bytes) = row.get(key).and_then(Value::as_u64) else {
+        return "-".to_string();
+    };
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
 }
 
 /// `kungfu watch`: prints events as they arrive, one line each (one JSON object per line with
@@ -1118,6 +1148,16 @@ pub(crate) fn status_error(s: kungfu_client::GrpcStatus) -> CliError {
 mod tests {
     use super::*;
     use kungfu_client::TransportKind;
+
+    #[test]
+    fn cluster_status_shows_each_part_of_the_data_directory_in_binary_units() {
+        let row =
+            json!({ "log_bytes": 512, "state_bytes": 3 * 1024 * 1024 + 300 * 1024, "snapshots_bytes": 5u64 << 30 });
+        assert_eq!(size(&row, "log_bytes"), "512 B");
+        assert_eq!(size(&row, "state_bytes"), "3.3 MiB");
+        assert_eq!(size(&row, "snapshots_bytes"), "5.0 GiB");
+        assert_eq!(size(&json!({ "log_bytes": null }), "log_bytes"), "-", "a node that did not report it");
+    }
 
     #[test]
     fn operator_commands_send_the_profiles_token_file_unless_a_key_is_given() {

@@ -7,6 +7,7 @@
 //!   addressed to its raft group) and `Response`.
 //! - [`log`]: `RaftLogStorage` over the RocksDB log store (durable before acknowledged).
 //! - [`state_machine`]: `RaftStateMachine` applying batches atomically; snapshots from checkpoints.
+//! - [`fatal`]: whether the raft core still runs, read from its metrics channel (issue #36).
 //! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.
 //! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
 //! - [`incoming`]: a listener's accepted connections with `TCP_NODELAY`, for both tonic servers.
@@ -16,6 +17,7 @@
 //! - [`backup`]: a replica's state backed up, and restored into a new one-node cluster.
 
 pub mod backup;
+pub mod fatal;
 pub mod feed;
 pub mod incoming;
 pub mod log;

@@ -96,10 +96,16 @@ impl Backend {
     }
 
     /// This node's view of the cluster: its raft role and term, the leader, log and snapshot
-    /// positions, the membership and (on the leader) each follower's replication progress.
+    /// positions, the membership, (on the leader) each follower's replication progress, and the
+    /// bytes of each part of its data directory.
     pub fn cluster_status(&self, _: &Operator) -> pb::ClusterStatusResponse {
         let m = self.node.metrics();
-        let role = if m.running_state.is_err() {
+        // A core that panicked reports no error in its metrics (issue #36).
+        let fatal = kungfu_raft::fatal::core_stop(&self.node.raft);
+        // A walk of the data directory (metadata only, a few hundred files): cheap enough for an
+        // operator call, and it shows which part grows (issue #36).
+        let usage = kungfu_storage::DataDir::new(&self.config.data_dir).usage();
+        let role = if fatal.is_some() {
             pb::RaftRole::Shutdown
         } else if m.state.is_leader() {
             pb::RaftRole::Leader
@@ -155,7 +161,10 @@ impl Backend {
             snapshot_index: m.snapshot.as_ref().map(|l| l.index),
             membership: Some(membership_pb(&m.membership_config, committed)),
             replication,
-            fatal_error: m.running_state.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
+            fatal_error: fatal.unwrap_or_default(),
+            log_bytes: Some(usage.log),
+            state_bytes: Some(usage.state),
+            snapshots_bytes: Some(usage.snapshots),
         }
     }
 

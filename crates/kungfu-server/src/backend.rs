@@ -244,8 +244,17 @@ impl Backend {
 
     /// Whether this node is ready to serve writes and linearizable reads, or why not (issue #16):
     /// what gRPC health and `/readyz` report. A leader counts as cut off from its quorum once no
-    /// quorum has acknowledged it for two election timeouts.
+    /// quorum has acknowledged it for two election timeouts; a node whose raft core stopped is
+    /// never ready (issue #36).
     pub fn readiness(&self) -> Result<(), String> {
+        // Issue #36: a node whose raft core stopped keeps the metrics of its last moment (a
+        // leader's role, a quorum's last acknowledgement), so the rule below would still pass.
+        if let Some(reason) = kungfu_raft::fatal::core_stop(&self.node.raft) {
+            return Err(format!(
+                "the raft core of node {} stopped ({reason}): the node is fenced and exits for its supervisor to restart it",
+                self.node.id
+            ));
+        }
         let window = Duration::from_millis(2 * self.config.raft.election_timeout_max_ms);
         self.node.readiness(self.config.api.ready_max_lag_entries, window)
     }

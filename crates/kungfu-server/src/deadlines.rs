@@ -17,6 +17,13 @@
 //! so a proposal repeated (after an indeterminate write, or by two leaders across a failover) ends
 //! it at most once, and the expiry of one already ended is answered NO_EFFECT. A deadline taken
 //! out of the pending set for a proposal that failed is put back.
+//!
+//! No loop here spins (issue #36: with its raft core dead, the scheduler once re-armed and
+//! disarmed its timers without pause, 2 MB/s of log lines). A raft that stopped (its metrics
+//! channel closed, or `kungfu_raft::fatal::core_stop`) ends the scheduler; a proposal that failed
+//! and a due index that could not be read are tried again after a bounded exponential backoff
+//! ([`RETRY_AFTER`] doubling up to [`RETRY_MAX`]), so a fault costs at most a line per
+//! [`RETRY_MAX`].
 
 use crate::backend::Backend;
 use kungfu_core::Action;
@@ -34,8 +41,33 @@ use tokio::sync::broadcast::error::RecvError;
 pub const MAX_BATCH: usize = 1024;
 /// Due-index entries read per page when (re)loading.
 const LOAD_PAGE: usize = 4096;
-/// How long to wait before proposing again after a proposal whose outcome is unknown.
+/// How long to wait before proposing again after a proposal whose outcome is unknown, or before
+/// reading the due index again after a failed read; doubled after each failure in a row.
 const RETRY_AFTER: Duration = Duration::from_millis(100);
+/// The longest wait between two tries.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Bounded exponential backoff: [`RETRY_AFTER`], doubled after each failure up to [`RETRY_MAX`],
+/// back to [`RETRY_AFTER`] after a success.
+#[derive(Debug)]
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff(RETRY_AFTER)
+    }
+
+    /// The wait before the next try.
+    fn next(&mut self) -> Duration {
+        let wait = self.0;
+        self.0 = (self.0 * 2).min(RETRY_MAX);
+        wait
+    }
+
+    fn reset(&mut self) {
+        self.0 = RETRY_AFTER;
+    }
+}
 
 fn now() -> Timestamp {
     Timestamp(
@@ -49,6 +81,7 @@ pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) 
     // While this runs, a new leader's writes wait until its timers are armed (Backend::caught_up).
     b.timers.send_modify(|t| t.scheduling = true);
     let _stopped = Stopped(b.clone());
+    let mut backoff = Backoff::new();
     loop {
         let wait = b.node.raft.wait(None);
         let leads = wait.metrics(move |m| caught_up_in(m, me), "the deadline scheduler: lead");
@@ -56,8 +89,21 @@ pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) 
             r = leads => if r.is_err() { return },  // raft stopped
             _ = stop.changed() => return,
         }
-        if let Led::Stopped = lead(&b, &mut stop).await {
+        // A core that panicked leaves its last metrics behind, a leader's among them: they would
+        // satisfy `leads` again at once, for ever (issue #36).
+        if kungfu_raft::fatal::core_stop(&b.node.raft).is_some() {
             return;
+        }
+        match lead(&b, &mut stop).await {
+            Led::Stopped => return,
+            Led::Lost => backoff.reset(),
+            // Still leading: wait before reading the due index again.
+            Led::Failed => {
+                tokio::select! {
+                    () = tokio::time::sleep(backoff.next()) => {}
+                    _ = stop.changed() => return,
+                }
+            }
         }
     }
 }
@@ -73,7 +119,11 @@ impl Drop for Stopped {
 
 /// How a term of leadership ended for the scheduler.
 enum Led {
+    /// This node no longer leads in that term.
     Lost,
+    /// The due index could not be read: try again after a pause.
+    Failed,
+    /// The node is stopping, or its raft stopped.
     Stopped,
 }
 
@@ -135,8 +185,8 @@ async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -
     let mut pending = match Pending::load(b) {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!(error = %e, "cannot read the due index; deadlines wait for the next leadership");
-            return Led::Lost;
+            tracing::error!(error = %e, "cannot read the due index; trying again after a pause");
+            return Led::Failed;
         }
     };
     tracing::info!(pending = pending.0.len(), term, "deadline timers armed from the due index");
@@ -148,11 +198,16 @@ async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -
     );
     tokio::pin!(lost);
     let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut backoff = Backoff::new();
     loop {
         let wake = next_wake(&pending, retry_at);
         tokio::select! {
             _ = stop.changed() => return Led::Stopped,
-            _ = &mut lost => {
+            r = &mut lost => {
+                // An error: the metrics channel closed, the raft core is gone (issue #36).
+                if r.is_err() {
+                    return Led::Stopped;
+                }
                 tracing::info!(term, "deadline timers disarmed: this node no longer leads");
                 return Led::Lost;
             }
@@ -169,16 +224,18 @@ async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -
                     match Pending::load(b) {
                         Ok(p) => pending = p,
                         Err(e) => {
-                            tracing::error!(error = %e, "cannot read the due index");
-                            return Led::Lost;
+                            tracing::error!(error = %e, "cannot read the due index; trying again after a pause");
+                            return Led::Failed;
                         }
                     }
                 }
             }
             () = tokio::time::sleep_until(wake.unwrap_or_else(far_future)), if wake.is_some() => {
                 retry_at = None;
-                if !fire(b, &mut pending).await {
-                    retry_at = Some(tokio::time::Instant::now() + RETRY_AFTER);
+                if fire(b, &mut pending).await {
+                    backoff.reset();
+                } else {
+                    retry_at = Some(tokio::time::Instant::now() + backoff.next());
                 }
             }
         }
@@ -202,7 +259,7 @@ fn next_wake(pending: &Pending, retry_at: Option<tokio::time::Instant>) -> Optio
 }
 
 /// Proposes every deadline due now as one entry. Returns false if the outcome is unknown (the
-/// deadlines are back in `pending`, to be proposed again after a pause).
+/// deadlines are back in `pending`, to be proposed again after the backoff's pause).
 async fn fire(b: &Arc<Backend>, pending: &mut Pending) -> bool {
     let mut t = now();
     if crate::canary::armed("early-deadlines") {
@@ -236,5 +293,23 @@ async fn fire(b: &Arc<Backend>, pending: &mut Pending) -> bool {
             pending.0.extend(due);
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_retry_backoff_doubles_up_to_its_bound_and_starts_again_after_a_success() {
+        let mut b = Backoff::new();
+        let waits: Vec<Duration> = (0..10).map(|_| b.next()).collect();
+        assert_eq!(waits[0], RETRY_AFTER);
+        assert_eq!(waits[1], RETRY_AFTER * 2);
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]), "never shorter: {waits:?}");
+        assert!(waits.iter().all(|w| *w <= RETRY_MAX), "bounded: {waits:?}");
+        assert_eq!(waits[9], RETRY_MAX, "reaches its bound: {waits:?}");
+        b.reset();
+        assert_eq!(b.next(), RETRY_AFTER);
     }
 }

@@ -114,6 +114,16 @@ fn describe() {
     write_path_describe();
     describe_gauge!("kungfu_data_dir_bytes", Unit::Bytes, "Bytes of the files in this node's data directory.");
     describe_gauge!(
+        "kungfu_data_dir_part_bytes",
+        Unit::Bytes,
+        "Bytes of each part of the data directory: part log (the raft log), state, snapshots, other."
+    );
+    describe_histogram!(
+        "kungfu_raft_log_sync_seconds",
+        Unit::Seconds,
+        "Time of each fsync of the raft log's write-ahead log (one per group commit)."
+    );
+    describe_gauge!(
         "kungfu_data_dir_free_bytes",
         Unit::Bytes,
         "Bytes free to this process on the data directory's filesystem."
@@ -172,9 +182,16 @@ pub fn deadline_lateness(late: Duration) {
     metrics::counter!("kungfu_deadlines_ended_total").increment(1);
 }
 
-/// The data directory's size and its filesystem's free space.
+/// The data directory's size, each of its parts (issue #36: which part grows) and its
+/// filesystem's free space.
 fn disk(data_dir: &Path) {
-    metrics::gauge!("kungfu_data_dir_bytes").set(dir_bytes(data_dir) as f64);
+    let usage = kungfu_storage::DataDir::new(data_dir).usage();
+    metrics::gauge!("kungfu_data_dir_bytes").set(usage.total() as f64);
+    for (part, bytes) in
+        [("log", usage.log), ("state", usage.state), ("snapshots", usage.snapshots), ("other", usage.other)]
+    {
+        metrics::gauge!("kungfu_data_dir_part_bytes", "part" => part).set(bytes as f64);
+    }
     if let Ok(fs) = rustix::fs::statvfs(data_dir) {
         let block = fs.f_frsize.max(1);
         metrics::gauge!("kungfu_data_dir_free_bytes").set((fs.f_bavail.saturating_mul(block)) as f64);
@@ -182,23 +199,8 @@ fn disk(data_dir: &Path) {
     }
 }
 
-/// The bytes of every file under `dir` (files that vanish while it walks, as compaction removes
-/// them, are skipped).
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
-            _ => 0,
-        })
-        .sum()
-}
-
-/// Publishes this node's raft, readiness and actor gauges every second until `stop` changes.
+/// Publishes this node's raft, readiness and actor gauges every second until `stop` changes, and
+/// the raft log's fsync times measured since the last second.
 pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let node: &Arc<RaftNode> = &backend.node;
     loop {
@@ -228,6 +230,9 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
             metrics::counter!("kungfu_raft_rpc_failures_total", "peer" => peer.to_string()).absolute(failures);
         }
         write_path(node.write_path());
+        for took in node.log.take_sync_latencies() {
+            metrics::histogram!("kungfu_raft_log_sync_seconds").record(took.as_secs_f64());
+        }
         metrics::gauge!("kungfu_ready").set(if backend.readiness().is_ok() { 1.0 } else { 0.0 });
         metrics::gauge!("kungfu_live_actors").set(backend.actors.live().await as f64);
         metrics::gauge!("kungfu_actor_queued_actions").set(backend.actors.queued().await as f64);
@@ -284,15 +289,17 @@ fn write_path(c: kungfu_raft::stats::WritePathCounts) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
-    fn the_data_directory_size_counts_every_file_below_it() {
+    fn the_data_directory_size_counts_every_file_below_it_by_part() {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("a"), vec![0u8; 1000]).expect("write");
-        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
-        std::fs::write(dir.path().join("sub/b"), vec![0u8; 24]).expect("write");
-        assert_eq!(dir_bytes(dir.path()), 1024);
-        assert_eq!(dir_bytes(&dir.path().join("missing")), 0);
+        std::fs::write(dir.path().join("IDENTITY"), vec![0u8; 1000]).expect("write");
+        for (part, bytes) in [("log", 10), ("state", 20), ("state.incoming", 5), ("snapshots", 40)] {
+            std::fs::create_dir_all(dir.path().join(part).join("sub")).expect("mkdir");
+            std::fs::write(dir.path().join(part).join("sub/f"), vec![0u8; bytes]).expect("write");
+        }
+        let usage = kungfu_storage::DataDir::new(dir.path()).usage();
+        assert_eq!((usage.log, usage.state, usage.snapshots, usage.other), (10, 25, 40, 1000));
+        assert_eq!(usage.total(), 1075);
+        assert_eq!(kungfu_storage::DataDir::new(dir.path().join("missing")).usage().total(), 0);
     }
 }

@@ -2,6 +2,13 @@
 //! bootstraps the cluster when told to, serves the public API with health and reflection and, when
 //! `http_listen` is set, MCP on the HTTP listener (http.rs), runs the deadline scheduler, and shuts
 //! everything down cleanly.
+//!
+//! A node whose raft core stops (a storage error, a panic in openraft: issue #36) fences itself at
+//! once: it is seen on the raft metrics channel (`kungfu_raft::fatal`), logged once at ERROR, every
+//! call but the operator service is refused and health says NOT_SERVING with the reason
+//! (`Backend::readiness`) for [`FENCE_HOLD`], so probes see why; then the node shuts down as on
+//! SIGTERM and `run` returns an error, so `kungfud` exits 1 and its supervisor (the shipped
+//! systemd unit: `Restart=on-failure`) restarts it.
 
 use crate::backend::Backend;
 use crate::config::Config;
@@ -13,6 +20,34 @@ use std::time::Duration;
 
 /// How long a stopping node waits for its clients' connections to close before dropping them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a node whose raft core stopped keeps answering health checks and probes (NOT_SERVING,
+/// `/readyz` 503 with the reason) before it shuts down: five of gRPC health's 200 ms refreshes,
+/// so a load balancer or an operator polling it sees why it goes.
+pub const FENCE_HOLD: Duration = Duration::from_secs(1);
+/// Test-only fault injection (issue #36), `sync-fails-after:N` or `append-panics-after:N`: after
+/// N more, the raft log's syncs fail (a storage error, which openraft treats as fatal) or its
+/// appends panic on the raft core's task (a dead core whose metrics still show its last role).
+/// `tests/fence.rs` needs real raft core failures in a real process; nothing else sets it.
+pub const FAULT_RAFT_LOG: &str = "KUNGFU_FAULT_RAFT_LOG";
+
+/// Arms the fault `spec` (see [`FAULT_RAFT_LOG`]) on the raft log of `node`.
+fn inject_fault(node: &RaftNode, spec: &str) -> anyhow::Result<()> {
+    let bad = || {
+        anyhow::anyhow!(
+            "{FAULT_RAFT_LOG}={spec:?}: expected sync-fails-after:N or append-panics-after:N; unset it (a test-only \
+             fault injection)"
+        )
+    };
+    let (kind, n) = spec.trim().split_once(':').ok_or_else(bad)?;
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    match kind {
+        "sync-fails-after" => node.log.fail_syncs_after(n),
+        "append-panics-after" => node.log.panic_appends_after(n),
+        _ => return Err(bad()),
+    }
+    tracing::warn!("fault injection ({FAULT_RAFT_LOG}={spec}): the raft log's {kind} {n} more; for tests only");
+    Ok(())
+}
 
 /// Runs a node until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
@@ -38,6 +73,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     nc.net.dial = config.raft.dial.iter().filter_map(|(id, addr)| Some((id.parse().ok()?, addr.clone()))).collect();
     let node = Arc::new(RaftNode::start(nc).await?);
     tracing::info!(node = config.node_id, raft = %node.addr, "raft started");
+    if let Ok(spec) = std::env::var(FAULT_RAFT_LOG) {
+        inject_fault(&node, &spec)?;
+    }
 
     // Bootstrap: only a pristine node with the lowest id among the initial voters initializes.
     let voters = config.voters();
@@ -75,11 +113,31 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let watches = crate::watch::Watches::new(backend.clone());
     let http_stop = tokio_util::sync::CancellationToken::new();
     let (began_tx, began_rx) = tokio::sync::oneshot::channel::<()>();
+    // Set when the node fenced itself: why its raft core stopped.
+    let (fenced_tx, mut fenced_rx) = tokio::sync::oneshot::channel::<String>();
     let shutdown = {
         let watches = watches.clone();
         let http_stop = http_stop.clone();
+        let raft = node.raft.clone();
+        let id = config.node_id;
         async move {
-            shutdown.await;
+            // The core is watched only until shutdown begins: the clean stop of raft below, after
+            // the doors close, is not a failure.
+            let fenced = tokio::select! {
+                () = shutdown => None,
+                reason = kungfu_raft::fatal::core_stopped(&raft) => Some(reason),
+            };
+            if let Some(reason) = fenced {
+                // Once: this task ends after it. Readiness, the door and the deadline scheduler read
+                // the same stop from the metrics channel and say nothing more.
+                tracing::error!(
+                    "the raft core of node {id} stopped ({reason}): this node is fenced (health NOT_SERVING, calls \
+                     refused) and exits in {FENCE_HOLD:?} for its supervisor to restart it; if it stops again, check \
+                     the disk of the data directory (docs/operations.md, \"A node that stops its raft\")"
+                );
+                let _ = fenced_tx.send(reason);
+                tokio::time::sleep(FENCE_HOLD).await;
+            }
             watches.stop();
             http_stop.cancel();
             let _ = began_tx.send(());
@@ -158,7 +216,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             let _ = node.raft.shutdown().await;
         }
     }
-    Ok(())
+    match fenced_rx.try_recv() {
+        Ok(reason) => Err(anyhow::anyhow!(
+            "the raft core of node {} stopped ({reason}); the node fenced itself and exits for its supervisor to \
+             restart it",
+            config.node_id
+        )),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Replicates the configured limits once this node leads the new cluster (bounded wait).

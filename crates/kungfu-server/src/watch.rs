@@ -27,6 +27,12 @@
 //!
 //! Shutdown: a door's graceful shutdown waits for every open response stream, so open watches must
 //! end on their own: the server calls [`Watches::stop`] when its shutdown begins.
+//!
+//! Nothing here retries, so nothing spins on a dead raft core (issue #36): the waker sleeps on the
+//! feed, the hub on the raft metrics channel, whose close (the core's task ended, a panic
+//! included) marks the service stopping and ends every stream, and a turn watch's timer waits only
+//! for a deadline still ahead of its last read (a passed deadline reads as `wait`, so the next
+//! read no longer counts it).
 
 use crate::backend::{Backend, refuse};
 use crate::credentials::Caller;

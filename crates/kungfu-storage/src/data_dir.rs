@@ -65,6 +65,44 @@ pub struct Stores {
     pub created: bool,
 }
 
+/// The bytes of each part of a data directory (issue #36: an operator sees which part grows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// `log/`: the raft log's RocksDB (write-ahead log, table files, RocksDB's own small files).
+    pub log: u64,
+    /// `state/` (and a snapshot being installed beside it, `state.*`): the protocol state.
+    pub state: u64,
+    /// `snapshots/`: the snapshot archives kept, and one being built or received.
+    pub snapshots: u64,
+    /// Everything else (`IDENTITY`, files a person left there).
+    pub other: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.log + self.state + self.snapshots + self.other
+    }
+}
+
+/// The bytes of every file under `path` (a file itself counts its own). Files that vanish during
+/// the walk, as compaction and snapshot pruning remove them, are skipped; symbolic links are not
+/// followed.
+pub fn bytes_under(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_file() {
+        return meta.len();
+    }
+    if !meta.is_dir() {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries.flatten().map(|e| bytes_under(&e.path())).sum()
+}
+
 /// A node's data directory.
 #[derive(Clone, Debug)]
 pub struct DataDir {
@@ -82,6 +120,27 @@ impl DataDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
             Err(e) => Err(Error::Io { path: self.root.clone(), source: e }),
         }
+    }
+
+    /// The bytes of each part now (a walk of the directory: it reads metadata, no data). A
+    /// missing directory is all zeros.
+    pub fn usage(&self) -> Usage {
+        let mut usage = Usage::default();
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return usage;
+        };
+        for entry in entries.flatten() {
+            let bytes = bytes_under(&entry.path());
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            match name.as_ref() {
+                "log" => usage.log += bytes,
+                "snapshots" => usage.snapshots += bytes,
+                n if n == "state" || n.starts_with("state.") => usage.state += bytes,
+                _ => usage.other += bytes,
+            }
+        }
+        usage
     }
 
     /// Opens (or, when allowed and empty, creates) the data directory for `identity`.

@@ -227,11 +227,6 @@ impl SnapshotStore {
         Ok(Some((StoredSnapshot { path: self.checkpoint_path(&name), name, group }, meta)))
     }
 
-    /// Bytes on disk of every snapshot (a table file the state shares is counted here too).
-    pub fn disk_bytes(&self) -> Result<u64, Error> {
-        tree_bytes(&self.dir)
-    }
-
     fn prune(&self) -> Result<(), Error> {
         let names = self.list()?;
         if names.len() > self.keep {
@@ -326,16 +321,6 @@ fn sync_tree(dir: &Path) -> Result<(), Error> {
         }
     }
     sync_dir(dir)
-}
-
-fn tree_bytes(dir: &Path) -> Result<u64, Error> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).map_err(Error::io(dir))? {
-        let entry = entry.map_err(Error::io(dir))?;
-        let meta = entry.metadata().map_err(Error::io(entry.path()))?;
-        total += if meta.is_dir() { tree_bytes(&entry.path())? } else { meta.len() };
-    }
-    Ok(total)
 }
 
 /// What [`pack`] wrote: its length and SHA-256.

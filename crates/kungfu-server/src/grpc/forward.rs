@@ -5,6 +5,14 @@
 //! leader change in flight cannot bounce it around; then the node answers itself (`NOT_LEADER`
 //! with the leader's address, or a definite refusal). Not forwarded: stale reads (any node answers
 //! them), the operator service (its status is per node), health and reflection.
+//!
+//! Each call is forwarded once and never retried here (the client retries, with its own backoff);
+//! a failed forward is logged at most once per [`FAILURE_LOG_EVERY`] per leader address, with the
+//! count, so a leader that stops answering under load cannot flood the log (issue #36).
+//!
+//! The layer is also the fence of a node whose raft core stopped (issue #36): every public call,
+//! stale reads and calls it would forward included, is refused UNAVAILABLE naming the reason, while
+//! the node waits to exit (the operator service still answers: its status shows `fatal_error`).
 
 use crate::backend::Backend;
 use std::collections::HashMap;
@@ -20,12 +28,18 @@ use tower::{Layer, Service};
 
 /// Marks a call that a follower already forwarded once.
 pub const FORWARDED: &str = "kungfu-forwarded";
+/// At most one line per leader address per this long about failed forwards.
+pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Failed forwards per leader address: when the last line was written, and how many failed since.
+type Failures = Arc<Mutex<HashMap<String, (Option<std::time::Instant>, u64)>>>;
 
 /// The layer; one per server.
 #[derive(Clone)]
 pub struct ForwardLayer {
     b: Arc<Backend>,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    failures: Failures,
 }
 
 impl std::fmt::Debug for ForwardLayer {
@@ -36,14 +50,14 @@ impl std::fmt::Debug for ForwardLayer {
 
 impl ForwardLayer {
     pub fn new(b: Arc<Backend>) -> ForwardLayer {
-        ForwardLayer { b, channels: Arc::new(Mutex::new(HashMap::new())) }
+        ForwardLayer { b, channels: Arc::new(Mutex::new(HashMap::new())), failures: Arc::default() }
     }
 }
 
 impl<S> Layer<S> for ForwardLayer {
     type Service = Forward<S>;
     fn layer(&self, inner: S) -> Forward<S> {
-        Forward { inner, b: self.b.clone(), channels: self.channels.clone() }
+        Forward { inner, b: self.b.clone(), channels: self.channels.clone(), failures: self.failures.clone() }
     }
 }
 
@@ -53,6 +67,7 @@ pub struct Forward<S> {
     inner: S,
     b: Arc<Backend>,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    failures: Failures,
 }
 
 impl<S> std::fmt::Debug for Forward<S> {
@@ -61,7 +76,40 @@ impl<S> std::fmt::Debug for Forward<S> {
     }
 }
 
+/// Logs one failed forward to `addr`, unless a line about that address was written less than
+/// [`FAILURE_LOG_EVERY`] ago; the next line counts the ones left out.
+fn log_failure(failures: &Failures, addr: &str, why: &str) {
+    let now = std::time::Instant::now();
+    let mut map = failures.lock().unwrap_or_else(|p| p.into_inner());
+    let (last, left_out) = map.entry(addr.to_string()).or_insert((None, 0));
+    if last.is_some_and(|at| now.duration_since(at) < FAILURE_LOG_EVERY) {
+        *left_out += 1;
+        return;
+    }
+    let earlier = std::mem::take(left_out);
+    *last = Some(now);
+    tracing::warn!(leader = %addr, error = %why, "forwarding a call to the leader failed ({earlier} more since the last such line)");
+}
+
 impl<S> Forward<S> {
+    /// The refusal of every public call while this node's raft core is stopped (issue #36), or None.
+    fn fenced(&self, req: &http::Request<Body>) -> Option<kungfu_types::Rejection> {
+        let path = req.uri().path();
+        if !path.starts_with("/kungfu.v1.") || path.starts_with("/kungfu.v1.AdminService/") {
+            return None;
+        }
+        let reason = kungfu_raft::fatal::core_stop(&self.b.node.raft)?;
+        let mut r = kungfu_types::Rejection::new(
+            kungfu_types::Code::Unavailable,
+            format!(
+                "node {} is fenced: its raft core stopped ({reason}); nothing was done: send the request to another node",
+                self.b.node.id
+            ),
+        );
+        r.definite = true;
+        Some(crate::backend::refuse(r))
+    }
+
     /// The leader's API address, if this call should be forwarded there.
     fn target(&self, req: &http::Request<Body>) -> Option<String> {
         let path = req.uri().path();
@@ -110,6 +158,9 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<Body>) -> Self::Future {
+        if let Some(refusal) = self.fenced(&req) {
+            return Box::pin(async move { Ok(kungfu_api::rejection_status(&refusal).into_http()) });
+        }
         let Some(addr) = self.target(&req) else {
             let fut = self.inner.call(req);
             return Box::pin(fut);
@@ -130,6 +181,7 @@ where
         } else {
             tracing::Span::none()
         };
+        let failures = self.failures.clone();
         let forwarded = async move {
             let mut channel = channel;
             // The channel is a buffered service: it must be ready before it is called.
@@ -147,7 +199,7 @@ where
                         why.push_str(&format!(": {s}"));
                         source = s.source();
                     }
-                    tracing::warn!(leader = %addr, error = %why, "forwarding a call to the leader failed");
+                    log_failure(&failures, &addr, &why);
                     let r = kungfu_types::Rejection::new(
                         kungfu_types::Code::Unavailable,
                         format!(
