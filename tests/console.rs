@@ -90,7 +90,8 @@ async fn mcp_tool(http: SocketAddr, tool: &str, args: Json, key: Option<&str>) -
     if let Some(a) = &auth {
         headers.push(("Authorization", a.as_str()));
     }
-    let answer = request(http, "POST", "/mcp", &headers, &body).await;
+    // Every toolset (issue #31): the record tests write shared records, an opt-in set.
+    let answer = request(http, "POST", "/mcp?toolsets=all", &headers, &body).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     answer.json()["result"]["structuredContent"].clone()
 }
