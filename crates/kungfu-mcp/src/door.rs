@@ -15,6 +15,11 @@
 //! `kungfu mcp --toolsets`). `tools/list` lists only those, and a call of any other tool is
 //! refused as a JSON-RPC error naming the set that has it, as an unknown tool is; an unknown set is
 //! an invalid-params error naming the known ones, on `tools/list` and `tools/call` alike.
+//!
+//! Tasks (issue #31): a `turn_wait` that would wait, from a host that declares the
+//! `io.modelcontextprotocol/tasks` extension, is answered with a task handle at once and waits in a
+//! keeper task; `tasks/get`, `tasks/update` and `tasks/cancel` read and end it ([`crate::tasks`]).
+//! Every other call, and every call of a host that does not declare the extension, is unchanged.
 
 // rmcp marks logging deprecated (SEP-2577); both revisions the door serves still define it.
 #![allow(deprecated)]
@@ -22,21 +27,28 @@
 use crate::call::{self, Bearer, CALL_TIMEOUT, Caller, Vouched};
 use crate::features::{self, SessionLevel, Target};
 use crate::json;
-use crate::registry::{IDEMPOTENCY_KEY, Rpc, TURN_WAIT_DEFAULT_SECS, TURN_WAIT_MAX_SECS, ToolKind, registry};
+use crate::registry::{
+    IDEMPOTENCY_KEY, Rpc, TURN_WAIT, TURN_WAIT_DEFAULT_SECS, TURN_WAIT_MAX_SECS, ToolKind, registry,
+};
 use crate::result;
+use crate::tasks::{Owner, TaskLimits, Tasks};
 use crate::toolsets::{QUERY, Toolsets, UnknownToolset};
 use kungfu_api::FieldError;
 use kungfu_types::{Code, Rejection};
 use prost_reflect::{DynamicMessage, Value as Proto};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-    JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, JsonObject,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod, SetLevelRequestParams, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value as Json, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -63,6 +75,33 @@ pub struct Door {
     vouch: Option<Bearer>,
     /// The toolsets of a request that names none ([`Door::with_toolsets`]).
     toolsets: Toolsets,
+    /// The MCP Tasks of every session and request of this door (`crate::tasks`).
+    tasks: Tasks,
+    /// This session's number for its tasks; when the last clone of a session's door is dropped
+    /// (rmcp drops the handler when the session ends), its tasks are stopped and forgotten.
+    session: Arc<SessionScope>,
+}
+
+/// One 2025-11-25 session (or the stdio connection) as an owner of tasks: dropped with the
+/// session's door, it ends the session's tasks, so none outlives its session.
+#[derive(Debug)]
+struct SessionScope {
+    id: u64,
+    tasks: Tasks,
+}
+
+impl SessionScope {
+    fn new(tasks: &Tasks) -> Arc<SessionScope> {
+        // Numbers only tell sessions of one process apart.
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Arc::new(SessionScope { id: NEXT.fetch_add(1, Ordering::Relaxed), tasks: tasks.clone() })
+    }
+}
+
+impl Drop for SessionScope {
+    fn drop(&mut self) {
+        self.tasks.end_session(self.id);
+    }
 }
 
 impl std::fmt::Debug for Door {
@@ -74,6 +113,8 @@ impl std::fmt::Debug for Door {
             .field("level", &self.level)
             .field("vouch", &self.vouch.is_some())
             .field("toolsets", &self.toolsets)
+            .field("tasks", &self.tasks.limits())
+            .field("session", &self.session.id)
             .finish()
     }
 }
@@ -84,7 +125,29 @@ impl Door {
     pub fn new(api: Channel, default_key: Option<String>) -> Door {
         // Build the registry now, so a defect in it shows at startup rather than on a first call.
         let _ = registry();
-        Door { api, default_key, level: SessionLevel::default(), vouch: None, toolsets: Toolsets::default() }
+        let tasks = Tasks::new(TaskLimits::default());
+        let session = SessionScope::new(&tasks);
+        Door {
+            api,
+            default_key,
+            level: SessionLevel::default(),
+            vouch: None,
+            toolsets: Toolsets::default(),
+            tasks,
+            session,
+        }
+    }
+
+    /// The same door with other bounds on its MCP Tasks (tests; a node uses the defaults).
+    pub fn with_task_limits(mut self, limits: TaskLimits) -> Door {
+        self.tasks = Tasks::new(limits);
+        self.session = SessionScope::new(&self.tasks);
+        self
+    }
+
+    /// The door's MCP Tasks: how many it holds and how many are working (tests and metrics).
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
     }
 
     /// The same door serving `toolsets` to requests that name none: the stdio door's
@@ -114,8 +177,9 @@ impl Door {
         self
     }
 
-    /// The same door with a logging level of its own: the HTTP door makes one per session, so one
-    /// session's `logging/setLevel` is not another's.
+    /// The same door with a logging level and a task scope of its own: the HTTP door makes one per
+    /// session (and one per stateless request), so one session's `logging/setLevel` is not
+    /// another's and its tasks end with it.
     pub fn for_session(&self) -> Door {
         Door {
             api: self.api.clone(),
@@ -123,6 +187,8 @@ impl Door {
             level: SessionLevel::default(),
             vouch: self.vouch.clone(),
             toolsets: self.toolsets,
+            tasks: self.tasks.clone(),
+            session: SessionScope::new(&self.tasks),
         }
     }
 
@@ -280,13 +346,7 @@ impl Door {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let answer = self.call_unlogged(name, args, ctx).await?;
-        if answer.is_error == Some(true)
-            && let Some(rejection) = &answer.structured_content
-        {
-            let (level, data) = features::refusal_event(name, rejection);
-            self.log(ctx, level, data).await;
-        }
-        Ok(answer)
+        Ok(self.logged(name, ctx, answer).await)
     }
 
     async fn call_unlogged(
@@ -360,72 +420,177 @@ impl Door {
         caller: &Caller,
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
-        let timeout_secs = match turn_wait_timeout(args) {
-            Ok(t) => t,
-            Err(e) => return Ok(result::rejection(&e.to_rejection(), None)),
-        };
-        let started = Instant::now();
-        let turn = match self.get_turn(caller).await {
-            Ok(t) => t,
-            Err(r) => return Ok(result::rejection(&r, None)),
-        };
-        if owed_count(&turn) > 0 {
-            return Ok(result::success(turn_wait_answer(&turn, 0), None));
+        match turn_wait_start(&self.api, args, caller).await {
+            TurnWait::Answer(answer) => Ok(answer),
+            TurnWait::Wait(wait) => Ok(wait.finish(&self.api, caller, cancel).await),
         }
-        let deadline = started + Duration::from_secs(timeout_secs);
-        if let Err(r) = self.wait_for_turn_change(caller, deadline, cancel).await {
-            return Ok(result::rejection(&r, None));
-        }
-        let turn = match self.get_turn(caller).await {
-            Ok(t) => t,
-            Err(r) => return Ok(result::rejection(&r, None)),
-        };
-        let waited = started.elapsed().as_secs().min(timeout_secs);
-        Ok(result::success(turn_wait_answer(&turn, waited), None))
     }
 
-    /// The first page of the turn, through the same registry entry as `turn_get`.
-    async fn get_turn(&self, caller: &Caller) -> Result<DynamicMessage, Rejection> {
-        let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
-            unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
-        };
-        let request = DynamicMessage::new(rpc.method.input());
-        call::unary(&self.api, rpc.path.clone(), rpc.method.output(), request, caller, CALL_TIMEOUT)
-            .await
-            .map_err(|s| refusal(&s))
-    }
-
-    /// Waits until a turn event brings an item, the stream ends, `deadline` passes or the host
-    /// cancels. A stream refused at the start (too many open watches, a bad key) is the answer.
-    async fn wait_for_turn_change(
+    /// `turn_wait` for a host that declared the Tasks extension: answered inline when it answers
+    /// at once (something owed, a refusal: ext-tasks lets the server decide per request), else a
+    /// task whose keeper runs the wait and records its result, answered with the task's seed
+    /// state (`resultType: "task"`).
+    async fn turn_wait_task(
         &self,
-        caller: &Caller,
-        deadline: Instant,
-        cancel: &CancellationToken,
-    ) -> Result<(), Rejection> {
-        let reg = registry();
-        let request = DynamicMessage::new(reg.message("WatchTurnRequest"));
-        let path = http::uri::PathAndQuery::from_static("/kungfu.v1.WatchService/WatchTurn");
-        let budget = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
-        let open = call::server_streaming(&self.api, path, reg.message("TurnEvent"), request, caller, budget);
-        let mut stream = tokio::select! {
-            s = open => s.map_err(|s| refusal(&s))?,
+        args: Option<&JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // The toolsets a request names are checked on every call (turn_wait is in every set).
+        self.toolsets(ctx)?;
+        let caller = match self.caller(ctx) {
+            Ok(c) => c,
+            Err(r) => return Ok(self.logged(TURN_WAIT, ctx, result::rejection(&r, None)).await.into()),
+        };
+        let wait = match turn_wait_start(&self.api, args, &caller).await {
+            TurnWait::Answer(answer) => return Ok(self.logged(TURN_WAIT, ctx, answer).await.into()),
+            TurnWait::Wait(wait) => wait,
+        };
+        let message = format!(
+            "waiting up to {} s for an obligation on the turn's watch feed; tasks/get until the status is completed",
+            wait.timeout_secs
+        );
+        let created = self.tasks.create(self.owner(ctx, &caller), message)?;
+        let (tasks, api, id) = (self.tasks.clone(), self.api.clone(), created.task.task_id.clone());
+        let (stop, gone, expires) = (created.stop, created.gone, created.expires);
+        // The keeper holds neither the session's door nor its scope, so a session that ends drops
+        // its scope, which stops this wait (`stop`) and this keeper (`gone`).
+        tokio::spawn(async move {
+            let answer = tokio::select! {
+                biased;
+                _ = stop.cancelled() => None,
+                _ = tokio::time::sleep_until(expires) => None,
+                answer = wait.finish(&api, &caller, &stop) => Some(answer),
+            };
+            if let Some(answer) = answer {
+                tasks.settle(&id, Ok(answer));
+            }
+            // The terminal state is kept for the task's time to live, then forgotten.
+            tokio::select! {
+                _ = gone.cancelled() => {}
+                _ = tokio::time::sleep_until(expires) => {}
+            }
+            tasks.forget(&id);
+        });
+        Ok(CallToolResponse::Task(CreateTaskResult::new(created.task)))
+    }
+
+    /// Who owns the tasks this request makes or reads: its credential, and its session unless it
+    /// is a stateless 2026-07-28 request (each of which has a door of its own).
+    fn owner(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> Owner {
+        let session = if stateless(ctx) { None } else { Some(self.session.id) };
+        Owner::new(session, caller.bearer.as_ref().map(|b| b.as_bytes()))
+    }
+
+    /// The owner of a task method's request; a credential that cannot be read owns nothing.
+    fn task_owner(&self, ctx: &RequestContext<RoleServer>) -> Owner {
+        let caller = self.caller(ctx).unwrap_or_default();
+        self.owner(ctx, &caller)
+    }
+
+    /// Logs a refusal among answers given inline, as [`Door::call`] does.
+    async fn logged(&self, name: &str, ctx: &RequestContext<RoleServer>, answer: CallToolResult) -> CallToolResult {
+        if answer.is_error == Some(true)
+            && let Some(rejection) = &answer.structured_content
+        {
+            let (level, data) = features::refusal_event(name, rejection);
+            self.log(ctx, level, data).await;
+        }
+        answer
+    }
+}
+
+/// The first half of `turn_wait`: its arguments checked and the turn read once.
+enum TurnWait {
+    /// The call answers at once: something is owed, or it was refused.
+    Answer(CallToolResult),
+    /// Nothing is owed: the wait to run.
+    Wait(Wait),
+}
+
+/// A `turn_wait` that found nothing owed.
+struct Wait {
+    timeout_secs: u64,
+    started: Instant,
+}
+
+async fn turn_wait_start(api: &Channel, args: Option<&JsonObject>, caller: &Caller) -> TurnWait {
+    let timeout_secs = match turn_wait_timeout(args) {
+        Ok(t) => t,
+        Err(e) => return TurnWait::Answer(result::rejection(&e.to_rejection(), None)),
+    };
+    let started = Instant::now();
+    match get_turn(api, caller).await {
+        Err(r) => TurnWait::Answer(result::rejection(&r, None)),
+        Ok(turn) if owed_count(&turn) > 0 => TurnWait::Answer(result::success(turn_wait_answer(&turn, 0), None)),
+        Ok(_) => TurnWait::Wait(Wait { timeout_secs, started }),
+    }
+}
+
+impl Wait {
+    /// Waits for the turn to change (or the time to pass, or `cancel`) and reads it again.
+    async fn finish(&self, api: &Channel, caller: &Caller, cancel: &CancellationToken) -> CallToolResult {
+        let deadline = self.started + Duration::from_secs(self.timeout_secs);
+        if let Err(r) = wait_for_turn_change(api, caller, deadline, cancel).await {
+            return result::rejection(&r, None);
+        }
+        let turn = match get_turn(api, caller).await {
+            Ok(t) => t,
+            Err(r) => return result::rejection(&r, None),
+        };
+        let waited = self.started.elapsed().as_secs().min(self.timeout_secs);
+        result::success(turn_wait_answer(&turn, waited), None)
+    }
+}
+
+/// The first page of the turn, through the same registry entry as `turn_get`.
+async fn get_turn(api: &Channel, caller: &Caller) -> Result<DynamicMessage, Rejection> {
+    let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
+        unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
+    };
+    let request = DynamicMessage::new(rpc.method.input());
+    call::unary(api, rpc.path.clone(), rpc.method.output(), request, caller, CALL_TIMEOUT)
+        .await
+        .map_err(|s| refusal(&s))
+}
+
+/// Waits until a turn event brings an item, the stream ends, `deadline` passes or the host
+/// cancels. A stream refused at the start (too many open watches, a bad key) is the answer.
+/// Returning drops the stream, which ends the watch on the node.
+async fn wait_for_turn_change(
+    api: &Channel,
+    caller: &Caller,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<(), Rejection> {
+    let reg = registry();
+    let request = DynamicMessage::new(reg.message("WatchTurnRequest"));
+    let path = http::uri::PathAndQuery::from_static("/kungfu.v1.WatchService/WatchTurn");
+    let budget = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
+    let open = call::server_streaming(api, path, reg.message("TurnEvent"), request, caller, budget);
+    let mut stream = tokio::select! {
+        s = open => s.map_err(|s| refusal(&s))?,
+        _ = tokio::time::sleep_until(deadline) => return Ok(()),
+        _ = cancel.cancelled() => return Ok(()),
+    };
+    loop {
+        tokio::select! {
+            event = stream.message() => match event {
+                Ok(Some(e)) if upserted_count(&e) > 0 => return Ok(()),
+                Ok(Some(_)) => continue,
+                // Ended by the node (leader change, shutdown): read the turn again now.
+                Ok(None) | Err(_) => return Ok(()),
+            },
             _ = tokio::time::sleep_until(deadline) => return Ok(()),
             _ = cancel.cancelled() => return Ok(()),
-        };
-        loop {
-            tokio::select! {
-                event = stream.message() => match event {
-                    Ok(Some(e)) if upserted_count(&e) > 0 => return Ok(()),
-                    Ok(Some(_)) => continue,
-                    // Ended by the node (leader change, shutdown): read the turn again now.
-                    Ok(None) | Err(_) => return Ok(()),
-                },
-                _ = tokio::time::sleep_until(deadline) => return Ok(()),
-                _ = cancel.cancelled() => return Ok(()),
-            }
         }
     }
+}
+
+/// A stateless 2026-07-28 request: it carries its protocol version in `_meta`, or its revision
+/// is 2026-07-28 or later.
+fn stateless(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.meta.protocol_version().is_some()
+        || ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// Which watch feed [`Door::open_watch`] opens.
@@ -552,8 +717,15 @@ fn turn_wait_answer(turn: &DynamicMessage, waited_secs: u64) -> Json {
 
 impl ServerHandler for Door {
     fn get_info(&self) -> ServerConfig {
-        let capabilities =
-            ServerCapabilities::builder().enable_logging().enable_prompts().enable_resources().enable_tools().build();
+        // The Tasks extension is declared to every host; only one that declares it too gets a task
+        // (ext-tasks, Capability Negotiation), so a host that does not sees no change.
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .enable_tasks()
+            .build();
         ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("kungfu", env!("CARGO_PKG_VERSION")).with_title("Kungfu").with_description(
@@ -578,7 +750,43 @@ impl ServerHandler for Door {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // ext-tasks, Capability Negotiation: a task only for a request that declares the
+        // extension (its `_meta`, or its 2025-11-25 session's initialize), and only for the wait.
+        let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        if declared && request.name == TURN_WAIT {
+            return self.turn_wait_task(request.arguments.as_ref(), &context).await;
+        }
         self.call(&request.name, request.arguments.as_ref(), &context).await.map(CallToolResponse::from)
+    }
+
+    // rmcp answers tasks/get, tasks/update and tasks/cancel with -32021 (Missing Required Client
+    // Capability) itself when the request did not declare the extension (ext-tasks, Protocol
+    // Errors); these see only requests that did. tasks/result and tasks/list, gone from the
+    // extension, are no methods here: -32601.
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let task = self.tasks.get(&self.task_owner(&context), &request.task_id)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.update(&self.task_owner(&context), &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&self.task_owner(&context), &request.task_id)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -592,9 +800,7 @@ impl ServerHandler for Door {
     ) -> Result<(), ErrorData> {
         // 2026-07-28 removed logging/setLevel (a request carries its own `_meta` logLevel): a
         // stateless request gets the spec's Method not found.
-        let stateless = context.meta.protocol_version().is_some()
-            || context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-        if stateless {
+        if stateless(&context) {
             return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
         }
         self.level.set(request.level);

@@ -19,6 +19,8 @@
 //! - [`result`]: success and rejection results.
 //! - [`door`]: [`Door`], the rmcp server handler.
 //! - [`features`]: logging, resources and the prompt, besides the tools.
+//! - [`tasks`]: [`Tasks`], long waits as MCP Tasks (the `io.modelcontextprotocol/tasks`
+//!   extension) for hosts that declare it: the store, its owners and limits.
 //! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
 //! - [`sessions`]: the bounded session manager of the 2025-11-25 revision.
 //! - [`stdio`]: [`serve_stdio`], the stdio door.
@@ -36,12 +38,14 @@ pub mod result;
 pub mod schema;
 pub mod sessions;
 pub mod stdio;
+pub mod tasks;
 pub mod toolsets;
 
 pub use door::{Door, WatchEvents, WatchFeed};
 pub use error::Error;
 pub use http::{HttpOptions, http_router};
 pub use stdio::serve_stdio;
+pub use tasks::{TaskLimits, Tasks};
 pub use toolsets::{Toolset, Toolsets};
 
 /// Every tool name, in registry order.

@@ -10,12 +10,13 @@ use kungfu_api::pb::agent_service_server::{AgentService, AgentServiceServer};
 use kungfu_api::pb::turn_service_server::{TurnService, TurnServiceServer};
 use kungfu_api::pb::watch_service_server::{WatchService, WatchServiceServer};
 use kungfu_mcp::registry::registry;
-use kungfu_mcp::{Door, HttpOptions, Toolsets, http_router};
+use kungfu_mcp::{Door, HttpOptions, TaskLimits, Toolsets, http_router};
 use kungfu_types::{Code, Rejection};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResult, ClientConfig, ErrorCode, GetPromptRequestParams, LoggingLevel,
-    LoggingMessageNotificationParam, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
-    SetLevelRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ClientConfig, ErrorCode, GetPromptRequestParams, GetTaskParams, LoggingLevel, LoggingMessageNotificationParam,
+    ProtocolVersion, ReadResourceRequestParams, ResourceContents, SetLevelRequestParams, Task, TaskStatus,
+    UpdateTaskParams,
 };
 use rmcp::service::NotificationContext;
 use rmcp::service::RunningService;
@@ -26,7 +27,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -36,6 +37,8 @@ use tonic::{Request, Response, Status};
 const GOOD: &str = "kf_good";
 const WAITER: &str = "kf_waiter";
 const IDLE: &str = "kf_idle";
+/// An agent whose obligation arrives on its watch feed only when the test releases it.
+const GATED: &str = "kf_gated";
 
 fn bearer<T>(r: &Request<T>) -> Option<String> {
     r.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string)
@@ -55,11 +58,15 @@ fn item(asg: &str) -> pb::TurnItem {
 /// What a registration carried of its client: `kungfu-client-addr` and `kungfu-door-token`.
 type SeenClient = (Option<String>, Option<String>);
 
-/// The fake node's state: whether the waiter owes something yet (set by its watch feed), and what
-/// each registration carried of its client.
+/// The fake node's state: whether the waiter and the gated agent owe something yet (set by their
+/// watch feeds), what each registration carried of its client, the release of the gated agent's
+/// obligation, and how many turn watches are open (a wait that stopped closed its watch).
 #[derive(Clone, Default)]
 struct Node {
     waiter_owes: Arc<AtomicBool>,
+    gated_owes: Arc<AtomicBool>,
+    release: Arc<tokio::sync::Notify>,
+    open_watches: Arc<AtomicUsize>,
     registrations: Arc<std::sync::Mutex<Vec<SeenClient>>>,
 }
 
@@ -70,6 +77,7 @@ impl Node {
             Some(b) if b == format!("Bearer {GOOD}") => Ok("good"),
             Some(b) if b == format!("Bearer {WAITER}") => Ok("waiter"),
             Some(b) if b == format!("Bearer {IDLE}") => Ok("idle"),
+            Some(b) if b == format!("Bearer {GATED}") => Ok("gated"),
             _ => Err(kungfu_api::rejection_status(&Rejection::new(Code::Unauthenticated, "unknown agent key"))),
         }
     }
@@ -81,6 +89,8 @@ impl TurnService for Node {
         let items = match self.agent(&r)? {
             "good" => vec![item("asg_1")],
             "idle" => vec![],
+            "gated" if self.gated_owes.load(Ordering::SeqCst) => vec![item("asg_3")],
+            "gated" => vec![],
             _ if self.waiter_owes.load(Ordering::SeqCst) => vec![item("asg_2")],
             _ => vec![],
         };
@@ -149,23 +159,36 @@ impl WatchService for Node {
     type WatchRecordStream = ReceiverStream<Result<pb::RecordEventBatch, Status>>;
 
     async fn watch_turn(&self, r: Request<pb::WatchTurnRequest>) -> Result<Response<Self::WatchTurnStream>, Status> {
-        let idle = self.agent(&r)? == "idle";
+        let agent = self.agent(&r)?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let owes = self.waiter_owes.clone();
+        let node = self.clone();
+        node.open_watches.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
-            // The first event: the (empty) turn as it is; then, a moment later, an obligation
-            // (never, for the idle agent).
+            // The first event: the (empty) turn as it is; then an obligation: a moment later for
+            // the waiter, when the test releases it for the gated agent, never for the idle one.
             let _ = tx.send(Ok(pb::TurnEvent { reset: true, cursor: "c1".into(), ..Default::default() })).await;
-            if idle {
-                tx.closed().await;
-                return;
+            let (owes, asg) = match agent {
+                "idle" => (None, ""),
+                "gated" => {
+                    tokio::select! {
+                        _ = node.release.notified() => {}
+                        _ = tx.closed() => {}
+                    }
+                    (Some(&node.gated_owes), "asg_3")
+                }
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    (Some(&node.waiter_owes), "asg_2")
+                }
+            };
+            if let Some(owes) = owes.filter(|_| !tx.is_closed()) {
+                owes.store(true, Ordering::SeqCst);
+                let event = pb::TurnEvent { upserted: vec![item(asg)], cursor: "c2".into(), ..Default::default() };
+                let _ = tx.send(Ok(event)).await;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            owes.store(true, Ordering::SeqCst);
-            let event = pb::TurnEvent { upserted: vec![item("asg_2")], cursor: "c2".into(), ..Default::default() };
-            let _ = tx.send(Ok(event)).await;
-            // Keep the stream open as a real one would.
+            // Keep the stream open as a real one would, until the door drops it.
             tx.closed().await;
+            node.open_watches.fetch_sub(1, Ordering::SeqCst);
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -190,6 +213,8 @@ struct Harness {
     grpc: SocketAddr,
     mcp: SocketAddr,
     node: Node,
+    /// A clone of the door the router serves: its tasks are the router's.
+    door: Door,
     stop: CancellationToken,
 }
 
@@ -206,6 +231,11 @@ async fn harness(max_body_bytes: usize) -> Harness {
 /// [`harness`] with a door that vouches for its clients' addresses with `vouch`, served as a node
 /// serves it (with each connection's address).
 async fn harness_with(max_body_bytes: usize, vouch: Option<&str>) -> Harness {
+    harness_full(max_body_bytes, vouch, TaskLimits::default()).await
+}
+
+/// [`harness_with`] with a door whose MCP Tasks have `limits`.
+async fn harness_full(max_body_bytes: usize, vouch: Option<&str>, limits: TaskLimits) -> Harness {
     let stop = CancellationToken::new();
     let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
     let grpc = grpc_listener.local_addr().expect("addr");
@@ -219,7 +249,7 @@ async fn harness_with(max_body_bytes: usize, vouch: Option<&str>) -> Harness {
             .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), grpc_stop.cancelled_owned()),
     );
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}")).expect("uri").connect_lazy();
-    let mut door = Door::new(channel, None);
+    let mut door = Door::new(channel, None).with_task_limits(limits);
     if let Some(token) = vouch {
         door = door.vouching_for_clients(token.parse().expect("ascii token"));
     }
@@ -228,7 +258,7 @@ async fn harness_with(max_body_bytes: usize, vouch: Option<&str>) -> Harness {
         allowed_origins: vec!["http://localhost:*".into()],
         max_body_bytes,
     };
-    let router = http_router(door, options, stop.child_token());
+    let router = http_router(door.clone(), options, stop.child_token());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind mcp");
     let mcp = listener.local_addr().expect("addr");
     let http_stop = stop.clone();
@@ -236,7 +266,7 @@ async fn harness_with(max_body_bytes: usize, vouch: Option<&str>) -> Harness {
         let service = router.into_make_service_with_connect_info::<SocketAddr>();
         let _ = axum::serve(listener, service).with_graceful_shutdown(http_stop.cancelled_owned()).await;
     });
-    Harness { grpc, mcp, node, stop }
+    Harness { grpc, mcp, node, door, stop }
 }
 
 async fn client(
@@ -852,4 +882,206 @@ async fn deleting_a_session_answers_204_and_ends_it() {
     let extra = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n");
     let after = raw_status(h.mcp, &post_head(&h.mcp.to_string(), &extra, list.len()), list.as_bytes()).await;
     assert_eq!(after, 404, "the session is gone");
+}
+
+// --- Long waits as MCP Tasks (issue #31, the `io.modelcontextprotocol/tasks` extension) ---
+
+/// A client as [`client`] that declares the Tasks extension: at `initialize` (2025-11-25) or in
+/// every request's `_meta` (2026-07-28).
+async fn tasks_client(
+    h: &Harness,
+    key: &str,
+    lifecycle: ClientLifecycleMode,
+) -> RunningService<RoleClient, ClientConfig> {
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", h.mcp)).auth_header(key);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let mut info = ClientConfig::default();
+    info.capabilities = ClientCapabilities::builder().enable_tasks().build();
+    if matches!(lifecycle, ClientLifecycleMode::Initialize) {
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+    }
+    info.serve_with_lifecycle(transport, lifecycle).await.expect("the client starts")
+}
+
+async fn call_once(
+    c: &rmcp::Peer<RoleClient>,
+    name: &'static str,
+    args: Json,
+) -> Result<CallToolResponse, ServiceError> {
+    let Json::Object(args) = args else { panic!("arguments are an object") };
+    c.call_tool_once(CallToolRequestParams::new(name).with_arguments(args)).await
+}
+
+/// `turn_wait` called as a task: the task's seed state.
+async fn wait_task(c: &rmcp::Peer<RoleClient>) -> Task {
+    match call_once(c, "turn_wait", json!({"timeout_secs": 60})).await.expect("an answer") {
+        CallToolResponse::Task(t) => t.task,
+        other => panic!("a task handle, not {other:?}"),
+    }
+}
+
+async fn task_json(c: &rmcp::Peer<RoleClient>, id: &str) -> Json {
+    serde_json::to_value(c.get_task(GetTaskParams::new(id)).await.expect("tasks/get")).expect("json")
+}
+
+/// Polls `check` until it holds, bounded: what the door does in the background (a keeper
+/// settling a task, a session's tasks forgotten) is seen from outside only by asking again.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..500 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never: {what}");
+}
+
+#[tokio::test]
+async fn turn_wait_as_a_task_works_until_an_obligation_arrives_then_completes_with_the_result() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = tasks_client(&h, GATED, lifecycle.clone()).await;
+        let task = wait_task(&c).await;
+        assert!(task.task_id.starts_with("kt_"), "{task:?}");
+        assert_eq!(
+            (task.status, task.ttl_ms, task.poll_interval_ms),
+            (TaskStatus::Working, Some(300_000), Some(1_000))
+        );
+        // Nothing is owed until the test releases the obligation: the task is working.
+        let working = task_json(&c, &task.task_id).await;
+        assert_eq!((working["status"].clone(), working["resultType"].clone()), (json!("working"), json!("complete")));
+        assert!(working.get("result").is_none() && working.get("error").is_none(), "{working}");
+        assert!(h.door.tasks().working() == 1, "held while the wait runs");
+
+        // Another caller cannot read or cancel it: it is as unknown as an id that never was.
+        let stranger = tasks_client(&h, IDLE, lifecycle.clone()).await;
+        let e = mcp_error(stranger.get_task(GetTaskParams::new(task.task_id.clone())).await.expect_err("not theirs"));
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        assert!(stranger.cancel_task(CancelTaskParams::new(task.task_id.clone())).await.is_err());
+
+        // The obligation arrives on the watch feed: the task completes with turn_wait's answer.
+        h.node.release.notify_one();
+        let mut done = Json::Null;
+        eventually("the task completes", async || {
+            done = task_json(&c, &task.task_id).await;
+            done["status"] == json!("completed")
+        })
+        .await;
+        let result = &done["result"];
+        assert_eq!(result["isError"], json!(false), "{done}");
+        assert_eq!(result["structuredContent"]["owed"][0]["obligation"], json!({"assignment_delivery": "asg_3"}));
+        assert!(result["content"][0]["text"].as_str().is_some_and(|t| t.contains("asg_3")), "the text too");
+        assert_eq!(done["statusMessage"], json!("1 obligation(s) owed; act on each as its `next` says"));
+        assert_eq!(h.node.open_watches.load(Ordering::SeqCst), 0, "the wait closed its watch");
+        // Finished tasks stay readable (for their time to live), and cancelling one changes nothing.
+        c.cancel_task(CancelTaskParams::new(task.task_id.clone())).await.expect("an idempotent ack");
+        assert_eq!(task_json(&c, &task.task_id).await["status"], json!("completed"));
+    }
+}
+
+#[tokio::test]
+async fn cancelling_a_task_stops_its_wait_and_the_task_reads_cancelled() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = tasks_client(&h, IDLE, lifecycle).await;
+        let task = wait_task(&c).await;
+        let node = h.node.clone();
+        eventually("the wait watches the turn", async || node.open_watches.load(Ordering::SeqCst) == 1).await;
+        c.cancel_task(CancelTaskParams::new(task.task_id.clone())).await.expect("ack");
+        let cancelled = task_json(&c, &task.task_id).await;
+        assert_eq!(cancelled["status"], json!("cancelled"), "{cancelled}");
+        assert!(cancelled.get("result").is_none());
+        eventually("the cancelled wait closes its watch", async || node.open_watches.load(Ordering::SeqCst) == 0).await;
+        assert_eq!(h.door.tasks().working(), 0);
+        assert_eq!(h.door.tasks().held(), 1, "a cancelled task is still readable");
+    }
+}
+
+#[tokio::test]
+async fn a_host_that_does_not_declare_tasks_is_answered_inline_and_refused_the_task_methods() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = client(&h, Some(WAITER), lifecycle).await;
+        let answer = call_once(&c, "turn_wait", json!({"timeout_secs": 5})).await.expect("an answer");
+        let CallToolResponse::Complete(r) = answer else { panic!("an inline result, not {answer:?}") };
+        assert_eq!(structured(&r)["owed"][0]["obligation"], json!({"assignment_delivery": "asg_2"}));
+        assert_eq!(h.door.tasks().held(), 0, "no task was made");
+        // ext-tasks: the task methods need the extension declared (-32021, naming it).
+        let e = mcp_error(c.get_task(GetTaskParams::new("kt_any")).await.expect_err("refused"));
+        assert_eq!(e.code, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+        assert!(e.data.is_some_and(|d| d.to_string().contains("io.modelcontextprotocol/tasks")));
+        // The server still declares the extension, for hosts that do.
+        let caps = c.peer_info().map(|p| p.capabilities.clone()).expect("server info");
+        assert!(caps.supports_tasks());
+    }
+}
+
+#[tokio::test]
+async fn a_turn_wait_that_answers_at_once_is_answered_inline_even_for_a_tasks_host() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = tasks_client(&h, GOOD, lifecycle.clone()).await;
+        let owed = call_once(&c, "turn_wait", json!({})).await.expect("an answer");
+        assert!(matches!(owed, CallToolResponse::Complete(ref r) if r.is_error == Some(false)), "{owed:?}");
+        let bad = call_once(&c, "turn_wait", json!({"timeout_secs": 0})).await.expect("an answer");
+        let CallToolResponse::Complete(r) = bad else { panic!("an inline refusal, not {bad:?}") };
+        assert_eq!(structured(&r)["field"], json!("timeout_secs"));
+        // Other tools never become tasks.
+        assert!(matches!(call_once(&c, "turn_get", json!({})).await, Ok(CallToolResponse::Complete(_))));
+        assert_eq!(h.door.tasks().held(), 0);
+    }
+}
+
+#[tokio::test]
+async fn past_the_working_limit_a_turn_wait_task_is_refused_with_limit_exceeded() {
+    let limits = TaskLimits { max_working_per_owner: 1, ..TaskLimits::default() };
+    let h = harness_full(1 << 20, None, limits).await;
+    let c = tasks_client(&h, IDLE, stateless()).await;
+    let first = wait_task(&c).await;
+    let e = mcp_error(call_once(&c, "turn_wait", json!({})).await.expect_err("over the limit"));
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+    let data = e.data.expect("data");
+    assert_eq!(
+        (data["code"].clone(), data["field"].clone(), data["next_step"].clone()),
+        (json!("LIMIT_EXCEEDED"), json!("io.modelcontextprotocol/tasks"), json!("revise"))
+    );
+    assert!(e.message.contains("tasks/cancel"), "{}", e.message);
+    c.cancel_task(CancelTaskParams::new(first.task_id)).await.expect("ack");
+    wait_task(&c).await;
+}
+
+#[tokio::test]
+async fn an_unknown_task_id_is_invalid_params_naming_the_field() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = tasks_client(&h, IDLE, lifecycle).await;
+        for e in [
+            c.get_task(GetTaskParams::new("kt_0000")).await.map(|_| ()),
+            c.cancel_task(CancelTaskParams::new("kt_0000")).await,
+            c.update_task(UpdateTaskParams::new("kt_0000", Default::default())).await,
+        ] {
+            let e = mcp_error(e.expect_err("unknown"));
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+            let data = e.data.expect("data");
+            assert_eq!(
+                (data["code"].clone(), data["field"].clone(), data["next_step"].clone(), data["taskId"].clone()),
+                (json!("NOT_FOUND"), json!("taskId"), json!("stop"), json!("kt_0000"))
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_session_s_tasks_end_with_the_session() {
+    let h = harness(1 << 20).await;
+    let c = tasks_client(&h, IDLE, legacy()).await;
+    wait_task(&c).await;
+    let node = h.node.clone();
+    eventually("the wait watches the turn", async || node.open_watches.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(h.door.tasks().held(), 1);
+    // Closing the client ends the session (DELETE): its tasks are stopped and forgotten.
+    c.cancel().await.expect("the session closes");
+    let tasks = h.door.tasks().clone();
+    eventually("the session's tasks are forgotten", async || tasks.held() == 0).await;
+    eventually("and their waits closed", async || node.open_watches.load(Ordering::SeqCst) == 0).await;
 }
