@@ -20,11 +20,13 @@ import subprocess
 import time
 import uuid
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal
 
 import httpx2
 import pytest
+from mcp_types import CallToolResult, Request, RequestParams, Result
 from mcp.client import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -97,10 +99,15 @@ class Agent:
 
 @asynccontextmanager
 async def connect(
-    url: str, revision: str, key: str | None = None, answers: list[tuple[str, int]] | None = None
+    url: str,
+    revision: str,
+    key: str | None = None,
+    answers: list[tuple[str, int]] | None = None,
+    extensions: list[ClientExtension] | None = None,
 ) -> AsyncIterator[Agent]:
     """An MCP client at `url` speaking `revision`, with `key` as its bearer key; the HTTP method and
-    status of every answer go to `answers` (which outlives the connection)."""
+    status of every answer go to `answers` (which outlives the connection); `extensions` are the
+    client extensions it declares."""
     session_ids: list[str] = []
     answers = answers if answers is not None else []
 
@@ -117,7 +124,8 @@ async def connect(
     )
     # 2025-11-25 through the initialize handshake ("legacy"); 2026-07-28 adopted directly.
     mode = "legacy" if revision == "2025-11-25" else revision
-    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+    client_of = Client(streamable_http_client(url, http_client=http), mode=mode, extensions=extensions)
+    async with http, client_of as client:
         assert client.protocol_version == revision, f"negotiated {client.protocol_version}, wanted {revision}"
         yield Agent(client, session_ids, answers)
 
@@ -470,3 +478,106 @@ async def test_the_stdio_bridge_serves_the_toolsets_it_is_given(cluster: Cluster
     assert refused.returncode != 0, refused
     assert refused.stdout == "", "nothing but the protocol on stdout"
     assert "admin" in refused.stderr and "default, coord, records" in refused.stderr, refused.stderr
+
+
+# --- turn_wait as an MCP Task (issue #31): the `io.modelcontextprotocol/tasks` extension ---
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+class TaskHandle(Result):
+    """`CreateTaskResult` (SEP-2663): a task handle in lieu of the tool's result."""
+
+    result_type: Literal["task"]
+    task_id: str
+    status: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+
+
+class TaskIdParams(RequestParams):
+    task_id: str
+
+
+class GetTask(Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class DetailedTask(Result):
+    """`tasks/get`'s answer: the task, with its result or error inlined once terminal."""
+
+    result_type: str | None = None
+    task_id: str
+    status: str
+    status_message: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+class Tasks(ClientExtension):
+    """A host's side of the Tasks extension, as the SDK lets a client build one: it declares the
+    extension, claims the `task` result of `tools/call` and resolves it by polling `tasks/get`
+    until the task is terminal; the terminal task's result is what `call_tool` returns. It keeps
+    every status it saw."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self) -> None:
+        self.handles: list[TaskHandle] = []
+        self.statuses: list[str] = []
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=TaskHandle, resolve=self.resolve)]
+
+    async def resolve(self, handle: TaskHandle, ctx: ClaimContext) -> CallToolResult:
+        self.handles.append(handle)
+        deadline = time.monotonic() + BOUND_S
+        while True:
+            task = await ctx.session.send_request(GetTask(params=TaskIdParams(task_id=handle.task_id)), DetailedTask)
+            assert task.task_id == handle.task_id, task
+            self.statuses.append(task.status)
+            if task.status in ("completed", "failed", "cancelled"):
+                break
+            assert time.monotonic() < deadline, f"task {handle.task_id} never ended: {self.statuses}"
+            # A tenth of the suggested interval: the test wants the end soon after it happens.
+            await asyncio.sleep((handle.poll_interval_ms or 1000) / 10_000)
+        assert task.status == "completed" and task.result is not None, task
+        return CallToolResult.model_validate(task.result)
+
+
+@pytest.mark.anyio
+async def test_turn_wait_is_a_task_for_a_host_that_declares_the_extension(cluster: Cluster) -> None:
+    """2026-07-28 (the SDK resolves claimed results on that wire only): with nothing owed, the
+    worker's turn_wait is a task, working until the lead's post makes it owe a response; the
+    SDK's call then returns the task's result, validated against turn_wait's output schema."""
+    revision = "2026-07-28"
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url
+    _, lead_key = await register(url, revision)
+    _, worker_key = await register(url, revision)
+    tasks = Tasks()
+    async with (
+        connect(url, revision, lead_key) as lead,
+        connect(url, revision, worker_key, extensions=[tasks]) as worker,
+    ):
+        created = await lead.call("thread_create", subject="tasks", grant={"role": "ROLE_SPEAKER"})
+        thread = created["receipt"]["thread_created"]["thread"]
+        await worker.call("thread_join", grant_secret=created["grant_secret"])
+
+        waiting = asyncio.create_task(worker.call("turn_wait", timeout_secs=60))
+        deadline = time.monotonic() + BOUND_S
+        while not tasks.statuses:
+            assert time.monotonic() < deadline and not waiting.done(), "turn_wait never became a task"
+            await asyncio.sleep(0.05)
+        handle = tasks.handles[0]
+        assert handle.task_id.startswith("kt_") and handle.status == "working", handle
+        assert handle.ttl_ms and handle.ttl_ms > 60_000, handle
+        assert tasks.statuses[0] == "working", tasks.statuses
+
+        await lead.call("thread_post", thread=thread, body={"content": "ready?"})
+        answer = await asyncio.wait_for(waiting, BOUND_S)
+        assert mentions(answer["owed"], "NEXT_STEP_RESPOND"), answer
+        assert tasks.statuses[-1] == "completed", tasks.statuses
+        # Owed now: the next turn_wait answers inline, no task.
+        again = await worker.call("turn_wait")
+        assert mentions(again["owed"], "NEXT_STEP_RESPOND") and len(tasks.handles) == 1

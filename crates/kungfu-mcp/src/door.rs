@@ -145,7 +145,7 @@ impl Door {
         self
     }
 
-    /// The door's MCP Tasks: how many it holds and how many are working (tests and metrics).
+    /// The door's MCP Tasks: how many it holds and how many are working (for tests).
     pub fn tasks(&self) -> &Tasks {
         &self.tasks
     }
