@@ -48,7 +48,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -88,19 +88,25 @@ pub struct Door {
 struct SessionScope {
     id: u64,
     tasks: Tasks,
+    /// Whether a task was made in this session: the door makes a scope per stateless request
+    /// too, and those, which own no task, need not look through the store when dropped.
+    made_tasks: AtomicBool,
 }
 
 impl SessionScope {
     fn new(tasks: &Tasks) -> Arc<SessionScope> {
         // Numbers only tell sessions of one process apart.
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        Arc::new(SessionScope { id: NEXT.fetch_add(1, Ordering::Relaxed), tasks: tasks.clone() })
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        Arc::new(SessionScope { id, tasks: tasks.clone(), made_tasks: AtomicBool::new(false) })
     }
 }
 
 impl Drop for SessionScope {
     fn drop(&mut self) {
-        self.tasks.end_session(self.id);
+        if self.made_tasks.load(Ordering::Relaxed) {
+            self.tasks.end_session(self.id);
+        }
     }
 }
 
@@ -449,7 +455,11 @@ impl Door {
             "waiting up to {} s for an obligation on the turn's watch feed; tasks/get until the status is completed",
             wait.timeout_secs
         );
-        let created = self.tasks.create(self.owner(ctx, &caller), message)?;
+        let owner = self.owner(ctx, &caller);
+        if owner.session().is_some() {
+            self.session.made_tasks.store(true, Ordering::Relaxed);
+        }
+        let created = self.tasks.create(owner, message)?;
         let (tasks, api, id) = (self.tasks.clone(), self.api.clone(), created.task.task_id.clone());
         let (stop, gone, expires) = (created.stop, created.gone, created.expires);
         // The keeper holds neither the session's door nor its scope, so a session that ends drops

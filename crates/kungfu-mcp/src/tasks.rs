@@ -93,6 +93,11 @@ impl Owner {
         let credential = credential.map_or([0; 32], |c| Sha256::digest(c).into());
         Owner { session, credential }
     }
+
+    /// The 2025-11-25 session that owns the task, if any.
+    pub fn session(&self) -> Option<u64> {
+        self.session
+    }
 }
 
 impl std::fmt::Debug for Owner {
