@@ -654,8 +654,9 @@ pub fn record_body(
     }
     // Named by the request's field that named the item (`note_id`, `artifact_id`), not its oneof.
     let item_field = match item {
+        BodyItem::Body => "body",
+        BodyItem::Note(_) => "note_id",
         BodyItem::Artifact(_) => "artifact_id",
-        BodyItem::Body | BodyItem::Note(_) => "note_id",
     };
     let no_item =
         || ReadError::Rejected(Rejection::field(Code::NotFound, item_field, "the record has no such item at that rev"));
