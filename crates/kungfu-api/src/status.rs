@@ -15,7 +15,8 @@
 //! differently from the proto (`assignment.delivery_window` is `assignment.delivery_window_micros`
 //! on the wire, `ask[2]` is `ask.agents[2]`) are translated here, in [`wire_field_path`]. A Task's
 //! restricted audience is named by its wire path in the core (`audience.restricted.agents[1]`),
-//! because a shared record's `audience` (a scope) is a field of the same name.
+//! because a shared record's `audience` (a scope) is a field of the same name. `tests/wire.rs`
+//! holds every refusal's field, and every field the sources name, to the request's descriptor.
 
 use crate::field_error::FieldError;
 use crate::pb;
