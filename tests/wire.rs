@@ -12,7 +12,8 @@
 //!   largest `uint32`, which is what `-1` becomes on the wire), and `note_id` for an unknown note.
 //! - Every paged read keeps its documented cursor: the page that reaches the end says so
 //!   (`Mailbox.next_after` and `TimelineResponse.next_after` absent, `TurnPage.next_cursor` empty),
-//!   with `ASKED_ME` mailbox pages too, so a traversal costs no extra call.
+//!   with `ASKED_ME` mailbox pages too, so a traversal costs no extra call; a record's event page
+//!   names the last rev it listed, or the cursor it was given.
 
 use kungfu_api::pb;
 use kungfu_system_tests::*;
@@ -738,4 +739,19 @@ async fn a_page_that_reaches_the_newest_entry_names_no_cursor() {
     assert_eq!(n, 1);
     assert!(!cursor.is_empty(), "a page short of the end names where to continue");
     assert_eq!(turn(cursor, 1).await, (1, String::new()));
+
+    // records.proto, RecordEventPage.next_after_rev: the last rev listed, or the request's
+    // `after_rev` when none was (a record at rev 1: its creation).
+    let id = record(&lead, &thread).await;
+    let events = |after_rev: u32| {
+        let lead = lead.clone();
+        let id = id.clone();
+        async move {
+            let req = pb::GetRecordEventsRequest { record: id, after_rev, audience: 0, page_size: 0 };
+            let p = records(&lead).get_events(lead.req(req)).await.expect("events").into_inner();
+            (p.events.iter().map(|e| e.rev).collect::<Vec<u32>>(), p.next_after_rev)
+        }
+    };
+    assert_eq!(events(0).await, (vec![1], 1));
+    assert_eq!(events(1).await, (vec![], 1));
 }
