@@ -15,7 +15,7 @@
 //! - [`response`]: domain to wire. Receipts and every `ActionResult`, the write responses (with the
 //!   one-time secrets of L3 handled in one place), and every read result of `kungfu_core::read`.
 //! - [`status`]: rejections, malformed fields and failed reads as gRPC statuses with
-//!   `google.rpc.ErrorInfo`, and back, with one table of codes.
+//!   `google.rpc.ErrorInfo`, and back, the gRPC code derived from each code's class.
 
 pub mod admin;
 pub mod field_error;

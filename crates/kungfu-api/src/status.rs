@@ -1,5 +1,5 @@
-//! Rejections on gRPC (DESIGN §6): a [`Rejection`] becomes a `tonic::Status` whose code comes from
-//! one table ([`grpc_code`]) and whose details carry the full rejection as `google.rpc.ErrorInfo`
+//! Rejections on gRPC (DESIGN §6): a [`Rejection`] becomes a `tonic::Status` whose code derives from
+//! the code's class ([`grpc_code`]) and whose details carry the full rejection as `google.rpc.ErrorInfo`
 //! (domain `kungfu`, reason the stable code string, metadata `next_step`, `definite`, and when set
 //! `field` and `retry_after_micros`), plus a `google.rpc.BadRequest` field violation when a field
 //! is at fault and a `google.rpc.RetryInfo` when a wait is asked for, for generic gRPC clients. A
@@ -15,15 +15,16 @@
 //! differently from the proto (`assignment.delivery_window` is `assignment.delivery_window_micros`
 //! on the wire, `ask[2]` is `ask.agents[2]`) are translated here, in [`wire_field_path`]. A Task's
 //! restricted audience is named by its wire path in the core (`audience.restricted.agents[1]`),
-//! because a shared record's `audience` (a scope) is a field of the same name.
+//! because a shared record's `audience` (a scope) is a field of the same name. `tests/wire.rs`
+//! holds every refusal's field, and every field the sources name, to the request's descriptor.
 
 use crate::field_error::FieldError;
 use crate::pb;
 use kungfu_core::read::ReadError;
 use kungfu_types::ids::ParseIdError;
 use kungfu_types::{
-    Code, ConflictValue, Content, ExternalRef, FakReason, Labels, MemoryId, Micros, NextStep, RecordConflict, RecordId,
-    Rejection, RejectionDetail, Scope, SharedReason, Taint, Version,
+    Class, Code, ConflictValue, Content, ExternalRef, FakReason, Labels, MemoryId, Micros, NextStep, RecordConflict,
+    RecordId, Rejection, RejectionDetail, Scope, SharedReason, Taint, Version,
 };
 use prost::Message;
 use std::collections::HashMap;
@@ -54,54 +55,32 @@ pub const META_RESOLUTION: &str = "resolution";
 /// The `Any` type URL of the conflict detail.
 pub const RECORD_CONFLICT_TYPE_URL: &str = "type.googleapis.com/kungfu.v1.RecordConflict";
 
-/// The gRPC code of each rejection code: the one table. The exhaustive match makes a new code a
-/// compile error here until it is placed.
+/// The gRPC code of each rejection code, derived from its class ([`Code::class`], the one
+/// classification; the command line's exit status derives from the same one). The exhaustive match
+/// makes a new class a compile error here until it is placed.
 ///
 /// The rule of thumb follows gRPC's own guidance: `InvalidArgument` for requests wrong whatever
 /// the state; `PermissionDenied` when the caller lacks the standing for the action;
-/// `FailedPrecondition` when the state of the object does not allow it (do not retry until it
-/// changes); `ResourceExhausted` for capacity and rate limits; `Unavailable` only for the one
-/// indefinite outcome, which is safe to retry with the same idempotency key. `DEADLINE_PASSED` is
-/// a protocol deadline that won (L4), not an RPC timeout, so it is `FailedPrecondition` and never
-/// `DeadlineExceeded` (which would tell clients the outcome is unknown).
+/// `FailedPrecondition` when the state of the object (or of a named target) does not allow it (do
+/// not retry until it changes); `ResourceExhausted` for capacity and rate limits; `Unavailable`
+/// only for routing answers and the one indefinite outcome, which are safe to retry with the same
+/// idempotency key. `DEADLINE_PASSED` is a protocol deadline that won (L4), not an RPC timeout, so
+/// it is a `State` refusal, `FailedPrecondition`, and never `DeadlineExceeded` (which would tell
+/// clients the outcome is unknown).
 pub fn grpc_code(code: Code) -> tonic::Code {
     use tonic::Code as G;
-    match code {
-        Code::InvalidArgument => G::InvalidArgument,
-        Code::Unauthenticated => G::Unauthenticated,
-        Code::NotFound => G::NotFound,
-        Code::AgentInactive
-        | Code::NotGovernor
-        | Code::CannotSpeak
-        | Code::NotAuthor
-        | Code::NotAddressee
-        | Code::NotTaker
-        | Code::NotCreator
-        | Code::NotRequester
-        | Code::JudgmentForfeited
-        | Code::OwnTask
-        | Code::NotEligible
-        | Code::NotEntitled
-        | Code::GrantInvalid => G::PermissionDenied,
-        Code::InvalidTarget
-        | Code::ThreadClosed
-        | Code::SoleGovernor
-        | Code::MemoryWithdrawn
-        | Code::InvalidState
-        | Code::NoEffect
-        | Code::NoPendingResponse
-        | Code::TaskPaused
-        | Code::DeadlinePassed
-        | Code::AdoptionLimitReached
-        // Design §2.8: the labels of the content are its state; revise the content, do not retry.
-        | Code::TrustViolation => G::FailedPrecondition,
+    match code.class() {
+        Class::Malformed => G::InvalidArgument,
+        Class::Unauthenticated => G::Unauthenticated,
+        Class::NotFound => G::NotFound,
+        Class::Forbidden => G::PermissionDenied,
+        // The target named is wrong for the state it is in, not malformed.
+        Class::Misdirected | Class::State => G::FailedPrecondition,
         // Design §2.8: a compare-and-set lost a race; re-read and retry.
-        Code::StaleBase => G::Aborted,
-        Code::DuplicateId => G::AlreadyExists,
-        Code::IdempotencyKeyReused => G::AlreadyExists,
-        Code::LimitExceeded | Code::RateLimited => G::ResourceExhausted,
-        Code::NotLeader => G::Unavailable,
-        Code::Unavailable => G::Unavailable,
+        Class::Stale => G::Aborted,
+        Class::KeyReused | Class::Duplicate => G::AlreadyExists,
+        Class::Limit => G::ResourceExhausted,
+        Class::Unavailable => G::Unavailable,
     }
 }
 

@@ -9,6 +9,7 @@
 
 use kungfu_client::coord::Error as CoordError;
 use kungfu_client::{Code, ConflictValue, Error as SdkError, NextStep, RecordConflict, TransportKind};
+use kungfu_types::Class;
 
 /// The exit status of each class of error; the `--help` text documents the same table.
 pub const EXIT_OTHER: i32 = 1;
@@ -142,41 +143,21 @@ impl CliError {
     }
 }
 
-/// The exit status of a rejection code. The match is exhaustive, so a new code must be placed here.
+/// The exit status of a rejection code, derived from its class ([`Code::class`], the one
+/// classification the gRPC status derives from too). The match is exhaustive, so a new class must
+/// be placed here.
 pub fn exit_status(code: Code) -> i32 {
-    match code {
-        Code::InvalidArgument | Code::InvalidTarget | Code::IdempotencyKeyReused => EXIT_USAGE,
-        Code::NotFound => EXIT_NOT_FOUND,
-        Code::Unauthenticated
-        | Code::AgentInactive
-        | Code::NotGovernor
-        | Code::CannotSpeak
-        | Code::NotAuthor
-        | Code::NotAddressee
-        | Code::NotTaker
-        | Code::NotCreator
-        | Code::NotRequester
-        | Code::JudgmentForfeited
-        | Code::OwnTask
-        | Code::NotEligible
-        | Code::NotEntitled
-        | Code::GrantInvalid => EXIT_PERMISSION,
-        Code::ThreadClosed
-        | Code::SoleGovernor
-        | Code::MemoryWithdrawn
-        | Code::InvalidState
-        | Code::NoEffect
-        | Code::NoPendingResponse
-        | Code::TaskPaused
-        | Code::DeadlinePassed
-        | Code::AdoptionLimitReached
-        // COORDINATION §2.8: the labels of the content are its state (revise it), a freshness race
-        // was lost (re-read and retry), an id is already used (choose another).
-        | Code::TrustViolation
-        | Code::StaleBase
-        | Code::DuplicateId => EXIT_STATE,
-        Code::LimitExceeded | Code::RateLimited => EXIT_LIMIT,
-        Code::NotLeader | Code::Unavailable => EXIT_UNAVAILABLE,
+    match code.class() {
+        // A target named wrong or a reused idempotency key is fixed in the command, like a
+        // malformed argument.
+        Class::Malformed | Class::Misdirected | Class::KeyReused => EXIT_USAGE,
+        Class::NotFound => EXIT_NOT_FOUND,
+        Class::Unauthenticated | Class::Forbidden => EXIT_PERMISSION,
+        // COORDINATION §2.8: a freshness race was lost (re-read and retry), an id is already used
+        // (choose another): both are about the state the command met.
+        Class::State | Class::Stale | Class::Duplicate => EXIT_STATE,
+        Class::Limit => EXIT_LIMIT,
+        Class::Unavailable => EXIT_UNAVAILABLE,
     }
 }
 
@@ -326,6 +307,90 @@ mod tests {
         assert_eq!((slow.code.as_str(), slow.next.as_str(), slow.exit), ("NO_ANSWER", "retry", 7));
         let other = CliError::from(SdkError::Transport("a proxy refused it".into()));
         assert_eq!((other.code.as_str(), other.exit), ("TRANSPORT", 7));
+    }
+
+    /// Every code's gRPC status and exit status, written out by hand: both derive from the code's
+    /// class, and this table makes any change of either visible here.
+    const TABLE: &[(&str, tonic::Code, i32)] = &[
+        ("INVALID_ARGUMENT", tonic::Code::InvalidArgument, 2),
+        ("UNAUTHENTICATED", tonic::Code::Unauthenticated, 4),
+        ("AGENT_INACTIVE", tonic::Code::PermissionDenied, 4),
+        ("NOT_FOUND", tonic::Code::NotFound, 3),
+        ("NOT_GOVERNOR", tonic::Code::PermissionDenied, 4),
+        ("CANNOT_SPEAK", tonic::Code::PermissionDenied, 4),
+        ("NOT_AUTHOR", tonic::Code::PermissionDenied, 4),
+        ("NOT_ADDRESSEE", tonic::Code::PermissionDenied, 4),
+        ("NOT_TAKER", tonic::Code::PermissionDenied, 4),
+        ("NOT_CREATOR", tonic::Code::PermissionDenied, 4),
+        ("NOT_REQUESTER", tonic::Code::PermissionDenied, 4),
+        ("JUDGMENT_FORFEITED", tonic::Code::PermissionDenied, 4),
+        ("OWN_TASK", tonic::Code::PermissionDenied, 4),
+        ("NOT_ELIGIBLE", tonic::Code::PermissionDenied, 4),
+        ("NOT_ENTITLED", tonic::Code::PermissionDenied, 4),
+        ("INVALID_TARGET", tonic::Code::FailedPrecondition, 2),
+        ("THREAD_CLOSED", tonic::Code::FailedPrecondition, 5),
+        ("SOLE_GOVERNOR", tonic::Code::FailedPrecondition, 5),
+        ("GRANT_INVALID", tonic::Code::PermissionDenied, 4),
+        ("MEMORY_WITHDRAWN", tonic::Code::FailedPrecondition, 5),
+        ("INVALID_STATE", tonic::Code::FailedPrecondition, 5),
+        ("NO_EFFECT", tonic::Code::FailedPrecondition, 5),
+        ("NO_PENDING_RESPONSE", tonic::Code::FailedPrecondition, 5),
+        ("TASK_PAUSED", tonic::Code::FailedPrecondition, 5),
+        ("DEADLINE_PASSED", tonic::Code::FailedPrecondition, 5),
+        ("ADOPTION_LIMIT_REACHED", tonic::Code::FailedPrecondition, 5),
+        ("IDEMPOTENCY_KEY_REUSED", tonic::Code::AlreadyExists, 2),
+        ("LIMIT_EXCEEDED", tonic::Code::ResourceExhausted, 6),
+        ("RATE_LIMITED", tonic::Code::ResourceExhausted, 6),
+        ("NOT_LEADER", tonic::Code::Unavailable, 7),
+        ("UNAVAILABLE", tonic::Code::Unavailable, 7),
+        ("TRUST_VIOLATION", tonic::Code::FailedPrecondition, 5),
+        ("STALE_BASE", tonic::Code::Aborted, 5),
+        ("DUPLICATE_ID", tonic::Code::AlreadyExists, 5),
+    ];
+
+    #[test]
+    fn every_code_has_its_pinned_grpc_status_and_exit_status() {
+        assert_eq!(TABLE.len(), Code::ALL.len(), "a new code needs a row in TABLE");
+        for (text, grpc, exit) in TABLE {
+            let code = Code::parse(text).unwrap_or_else(|| panic!("{text} is not a code"));
+            assert_eq!((kungfu_api::grpc_code(code), exit_status(code)), (*grpc, *exit), "{text}");
+            // The answer a client decodes from the server's status exits the same way.
+            let e = CliError::from(SdkError::Rejected(Rejection::new(code, "why")));
+            assert_eq!(e.exit, *exit, "{text}");
+        }
+    }
+
+    #[test]
+    fn one_class_gives_one_grpc_status_and_one_exit_status() {
+        for class in Class::ALL {
+            let codes: Vec<Code> = Code::ALL.iter().copied().filter(|c| c.class() == class).collect();
+            let answers: std::collections::BTreeSet<(i32, i32)> =
+                codes.iter().map(|c| (kungfu_api::grpc_code(*c) as i32, exit_status(*c))).collect();
+            assert_eq!(answers.len(), 1, "{class:?} ({codes:?}) answers {answers:?}");
+        }
+    }
+
+    #[test]
+    fn the_help_table_lists_every_code_under_its_exit_status() {
+        // The rows of EXIT_TABLE, each from its status digit to the next one.
+        let mut rows: Vec<(i32, String)> = Vec::new();
+        for line in EXIT_TABLE.lines().skip(1) {
+            let t = line.trim_start();
+            match t.split_once("  ").and_then(|(n, rest)| Some((n.parse::<i32>().ok()?, rest))) {
+                Some((n, rest)) if line.starts_with("  ") && !line.starts_with("   ") => rows.push((n, rest.into())),
+                _ => rows.last_mut().expect("a row").1.push_str(t),
+            }
+        }
+        for code in Code::ALL {
+            let listed: Vec<i32> = rows
+                .iter()
+                .filter(|(_, text)| {
+                    text.split(|c: char| !(c.is_ascii_uppercase() || c == '_')).any(|w| w == code.as_str())
+                })
+                .map(|(n, _)| *n)
+                .collect();
+            assert_eq!(listed, [exit_status(*code)], "{code} in the --help exit table");
+        }
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn turn(
     let prefix = keys::turn_of(agent);
     let after = check_cursor(cursor, &prefix)?;
     let limit = limits.page_size(page_size);
-    let rows = state.scan(&prefix, after.as_deref(), limit)?;
+    let (rows, more) = page_rows(state, &prefix, after.as_deref(), limit)?;
     let mut items = Vec::with_capacity(rows.len());
     for (key, r) in &rows {
         let Record::Ref(IndexRef::Obligation(id)) = r else {
@@ -117,8 +117,23 @@ pub fn turn(
         let o = state.obligation(*id)?.ok_or_else(|| StateError::corrupt(key, "turn names a missing obligation"))?;
         items.push(turn_item(&o, now));
     }
-    let next_cursor = if rows.len() == limit { rows.last().map(|(k, _)| Cursor(k.clone())) } else { None };
+    let next_cursor = if more { rows.last().map(|(k, _)| Cursor(k.clone())) } else { None };
     Ok(TurnPage { items, next_cursor })
+}
+
+/// At most `limit` rows of `prefix` after `after`, and whether more follow. One row past the page
+/// is read so that the page that reaches the end says so (`turn.proto`: the cursor is empty when
+/// the traversal is complete), rather than a full last page costing one more, empty, call.
+fn page_rows(
+    state: &dyn StateRead,
+    prefix: &[u8],
+    after: Option<&[u8]>,
+    limit: usize,
+) -> Result<(Vec<(Key, Record)>, bool), StateError> {
+    let mut rows = state.scan(prefix, after, limit.saturating_add(1))?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    Ok((rows, more))
 }
 
 // --- §8 Opportunities -----------------------------------------------------------------------------
@@ -148,7 +163,7 @@ pub fn opportunities(
     let prefix = keys::opportunities_of(agent);
     let after = check_cursor(cursor, &prefix)?;
     let limit = limits.page_size(page_size);
-    let rows = state.scan(&prefix, after.as_deref(), limit)?;
+    let (rows, more) = page_rows(state, &prefix, after.as_deref(), limit)?;
     let mut items = Vec::new();
     for (key, r) in &rows {
         let Record::Ref(IndexRef::Opportunity(id)) = r else {
@@ -169,7 +184,7 @@ pub fn opportunities(
             }
         }
     }
-    let next_cursor = if rows.len() == limit { rows.last().map(|(k, _)| Cursor(k.clone())) } else { None };
+    let next_cursor = if more { rows.last().map(|(k, _)| Cursor(k.clone())) } else { None };
     Ok(OpportunityPage { items, next_cursor })
 }
 

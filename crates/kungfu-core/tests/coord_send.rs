@@ -417,9 +417,10 @@ fn late_member_reads_every_earlier_message() {
     assert_eq!(contents, [Some("one".into()), Some("two".into()), Some("three".into())]);
     assert_eq!(p.items[1].labels, Some(labels(Taint::Trusted, Scope::Tenant)));
     assert!(p.items.iter().all(|i| i.my_response.is_none() && !i.held && !i.content_omitted));
-    // The cursor moves to the last entry read; from there the reader is caught up.
-    assert_eq!(p.next_after, Some(EntrySeq(3)));
-    assert_eq!(page(&w, late, t, p.next_after, MailFilter::All, 0).next_after, None);
+    // The page examined the thread's newest entry, so it names no cursor (`Mailbox.next_after`):
+    // the reader continues from its last item, and from there it is caught up.
+    assert_eq!(p.next_after, None);
+    assert_eq!(page(&w, late, t, Some(EntrySeq(3)), MailFilter::All, 0).next_after, None);
     // It owes nothing for what was asked before it joined.
     assert!(responses_owed(&w, late).is_empty());
 }
@@ -525,14 +526,17 @@ fn mailbox_asked_me_filters_and_stays_bounded() {
         assert!(cursors.len() < 10, "the traversal does not end");
     }
     assert_eq!(found, [5, 17]);
-    // The second call found nothing in its window but still moved the cursor by a full window; the
-    // fourth looked at the rest (18-20) and moved past them, so the cursor never re-reads what it
-    // has seen; the fifth finds nothing after the cursor: caught up.
-    assert_eq!(cursors, [Some(5), Some(5 + scan), Some(17), Some(20), None]);
+    // The second call found nothing in its window but still moved the cursor by a full window, so
+    // the cursor never re-reads what it has seen; the fourth looked at the rest (18-20), the
+    // newest entry among them, so it names no cursor: the traversal ends without a fifth call.
+    assert_eq!(cursors, [Some(5), Some(5 + scan), Some(17), None]);
     // A member who was asked nothing gets empty pages that still end.
+    let p = page(&w, g, t, Some(EntrySeq(2)), MailFilter::AskedMe, 1);
+    assert!(p.items.is_empty());
+    assert_eq!(p.next_after, Some(EntrySeq(2 + scan)), "a window short of the newest entry moves the cursor");
     let p = page(&w, g, t, Some(EntrySeq(12)), MailFilter::AskedMe, 1);
     assert!(p.items.is_empty());
-    assert_eq!(p.next_after, Some(EntrySeq(20)));
+    assert_eq!(p.next_after, None, "the window reached the newest entry");
 }
 
 #[test]

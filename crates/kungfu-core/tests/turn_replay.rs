@@ -1795,3 +1795,30 @@ fn racing_adoptions_never_overrun_the_adoption_limit() {
     w.ok(author, Action::RejectEngagement { engagement: ec, reason: Content::from("limit reached") });
     assert!(turn(&w, author).is_empty());
 }
+
+/// §8.10 (turn.proto: the cursor is empty when the traversal is complete): the page that reaches
+/// the end of the turn or of the opportunities names no cursor, full or not, so a traversal costs
+/// no extra call; a page short of the end names where to continue.
+#[test]
+fn a_full_page_that_ends_the_traversal_names_no_cursor() {
+    let mut w = World::new();
+    let me = w.register();
+    let g = w.register();
+    let t = w.thread_with(g, &[(me, Role::Speaker)]);
+    for i in 0..4 {
+        w.post(g, t, &format!("q{i}"), None, Some(&[me][..]));
+        w.assign(g, t, me, None, None);
+    }
+    let whole = read::turn(&w.state, me, None, 4, w.now, &w.limits).expect("turn");
+    assert_eq!((whole.items.len(), whole.next_cursor), (4, None));
+    let first = read::turn(&w.state, me, None, 2, w.now, &w.limits).expect("turn");
+    assert_eq!(first.items.len(), 2);
+    let rest = read::turn(&w.state, me, first.next_cursor.as_ref(), 2, w.now, &w.limits).expect("turn");
+    assert_eq!((rest.items.len(), rest.next_cursor), (2, None));
+    let whole = read::opportunities(&w.state, me, None, 4, &w.limits).expect("opportunities");
+    assert_eq!((whole.items.len(), whole.next_cursor), (4, None));
+    let first = read::opportunities(&w.state, me, None, 3, &w.limits).expect("opportunities");
+    assert_eq!(first.items.len(), 3);
+    let rest = read::opportunities(&w.state, me, first.next_cursor.as_ref(), 3, &w.limits).expect("opportunities");
+    assert_eq!((rest.items.len(), rest.next_cursor), (1, None));
+}

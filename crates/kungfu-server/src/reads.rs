@@ -12,10 +12,12 @@ use kungfu_core::model::{Assignment, Engagement, Entry, Response};
 use kungfu_core::read::{self, EntryView, MemoryView, OpportunityPage, ReferencedTask, TaskView, TurnPage, WorkingSet};
 use kungfu_types::{AssignmentId, EngagementId, ObjectRef, Rejection};
 
-/// A page of a thread's timeline, and whether it is full (more may follow).
+/// A page of a thread's timeline, and whether more entries follow it.
 #[derive(Debug)]
 pub struct TimelinePage {
     pub entries: Vec<Entry>,
+    /// The page is full and ends before the thread's newest entry (`threads.proto`: the last page
+    /// says it is the last, so a reader needs no extra call to learn it reached the end).
     pub full: bool,
 }
 
@@ -34,10 +36,12 @@ impl Backend {
     pub async fn timeline(&self, c: &Caller, q: rq::TimelineQuery) -> Result<Read<TimelinePage>, Rejection> {
         self.read_as(c.consistency, |s, l, _| {
             let size = l.page_size(q.page_size);
-            read::timeline(s, c.agent, q.thread, q.after, q.page_size, l).map(|entries| {
-                let full = entries.len() == size;
-                TimelinePage { entries, full }
-            })
+            let entries = read::timeline(s, c.agent, q.thread, q.after, q.page_size, l)?;
+            // The timeline read found the caller a member, so the thread is there; its newest
+            // entry comes from the same snapshot as the page.
+            let newest = kungfu_core::StateExt::thread(s, q.thread)?.map_or(0, |t| t.last_entry);
+            let full = entries.len() == size && entries.last().is_some_and(|e| e.seq.0 < newest);
+            Ok(TimelinePage { entries, full })
         })
         .await
     }

@@ -272,8 +272,8 @@ async fn a_labeled_version_sent_to_a_member_reaches_its_mailbox_with_its_labels(
     assert!(!item.held && !item.content_omitted);
     let owed = item.my_response.as_ref().expect("the member owes a response");
     assert_eq!((owed.responder.as_str(), owed.ending.is_none()), (member.id.as_str(), true));
-    // The cursor moves to the last entry examined: the next read starts after it.
-    assert_eq!(mailbox.next_after, Some(sent.entry), "the thread was read to its end");
+    // The page examined the thread's newest entry: no cursor, the reader continues from its item.
+    assert_eq!(mailbox.next_after, None, "the thread was read to its end");
 
     // The entry read directly carries the same labels.
     let entry = member

@@ -28,7 +28,7 @@ pub use ids::{
 };
 pub use labels::{Labels, Scope, Taint};
 pub use record::{ConflictValue, ExternalRef, RecordConflict};
-pub use rejection::{Code, FakReason, NextStep, Rejection, RejectionDetail, SharedReason};
+pub use rejection::{Class, Code, FakReason, NextStep, Rejection, RejectionDetail, SharedReason};
 pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash};
 pub use role::Role;
 pub use time::{Micros, Timestamp};

@@ -52,8 +52,56 @@ impl fmt::Display for NextStep {
     }
 }
 
+/// What kind of refusal a [`Code`] is: the one classification from which every door derives its
+/// own coarse answer (the gRPC status code in `kungfu-api`, the exit status of the `kungfu` command
+/// line), so a code is classified once, beside its wire string, and the doors cannot disagree about
+/// it. Each class is as fine as the finest door needs: two codes share a class only when every door
+/// answers them alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Class {
+    /// The request is malformed or out of range whatever the state: fix it.
+    Malformed,
+    /// A named agent is not a valid target of the action: name another.
+    Misdirected,
+    /// L3: the idempotency key already names a different request: send this one under a new key.
+    KeyReused,
+    /// The caller could not be authenticated.
+    Unauthenticated,
+    /// The caller lacks the standing for the action (a role, authorship, eligibility, a grant).
+    Forbidden,
+    /// The object does not exist or the caller may not read it; the two are one answer (§12).
+    NotFound,
+    /// The state of the object does not allow the action: not until that state changes.
+    State,
+    /// A compare-and-set lost a race (design §2.8): re-read and retry on the current base.
+    Stale,
+    /// An id is already used (design §2.8): choose another.
+    Duplicate,
+    /// A capacity or rate limit (L4).
+    Limit,
+    /// Not decided here or not now: a routing answer or an indeterminate outcome, safe to send
+    /// again with the same idempotency key.
+    Unavailable,
+}
+
+impl Class {
+    pub const ALL: [Class; 11] = [
+        Class::Malformed,
+        Class::Misdirected,
+        Class::KeyReused,
+        Class::Unauthenticated,
+        Class::Forbidden,
+        Class::NotFound,
+        Class::State,
+        Class::Stale,
+        Class::Duplicate,
+        Class::Limit,
+        Class::Unavailable,
+    ];
+}
+
 macro_rules! codes {
-    ($($(#[$doc:meta])* $variant:ident => $text:literal, $next:ident;)*) => {
+    ($($(#[$doc:meta])* $variant:ident => $text:literal, $next:ident, $class:ident;)*) => {
         /// Every reason an action or read can be refused. The set is closed: the wire carries
         /// [`Code::as_str`], which never changes once released.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -74,6 +122,11 @@ macro_rules! codes {
                 match self { $(Code::$variant => NextStep::$next,)* }
             }
 
+            /// What kind of refusal this is; every door's status derives from it.
+            pub fn class(self) -> Class {
+                match self { $(Code::$variant => Class::$class,)* }
+            }
+
             /// Parses the stable wire string.
             pub fn parse(s: &str) -> Option<Code> {
                 match s { $($text => Some(Code::$variant),)* _ => None }
@@ -84,77 +137,77 @@ macro_rules! codes {
 
 codes! {
     /// A field of the request is malformed or out of range; the message names the field.
-    InvalidArgument => "INVALID_ARGUMENT", Revise;
+    InvalidArgument => "INVALID_ARGUMENT", Revise, Malformed;
     /// The caller could not be authenticated (server edge).
-    Unauthenticated => "UNAUTHENTICATED", Stop;
+    Unauthenticated => "UNAUTHENTICATED", Stop, Unauthenticated;
     /// §4: only an active agent may act.
-    AgentInactive => "AGENT_INACTIVE", Stop;
+    AgentInactive => "AGENT_INACTIVE", Stop, Forbidden;
     /// The object does not exist or the caller may not read it; the two are indistinguishable (§12).
-    NotFound => "NOT_FOUND", Stop;
+    NotFound => "NOT_FOUND", Stop, NotFound;
     /// The action needs the governor role (§6.2).
-    NotGovernor => "NOT_GOVERNOR", Stop;
+    NotGovernor => "NOT_GOVERNOR", Stop, Forbidden;
     /// The action needs a member who may speak (§6.3, §6.4).
-    CannotSpeak => "CANNOT_SPEAK", Stop;
+    CannotSpeak => "CANNOT_SPEAK", Stop, Forbidden;
     /// Only the author may do this (a Memory's author, an entry's author, a Task's author).
-    NotAuthor => "NOT_AUTHOR", Stop;
+    NotAuthor => "NOT_AUTHOR", Stop, Forbidden;
     /// Only the addressee of an assignment may take it (§6.4).
-    NotAddressee => "NOT_ADDRESSEE", Stop;
+    NotAddressee => "NOT_ADDRESSEE", Stop, Forbidden;
     /// Only the taker of an assignment or the engaged agent may deliver or drop it.
-    NotTaker => "NOT_TAKER", Stop;
+    NotTaker => "NOT_TAKER", Stop, Forbidden;
     /// Only the creator of an assignment may judge or void it (§6.4).
-    NotCreator => "NOT_CREATOR", Stop;
+    NotCreator => "NOT_CREATOR", Stop, Forbidden;
     /// Only the requester (the author or the designated judge) may judge a Task delivery (§7).
-    NotRequester => "NOT_REQUESTER", Stop;
+    NotRequester => "NOT_REQUESTER", Stop, Forbidden;
     /// The creator's membership ended after delivery: the right to judge is forfeited (§6.2).
-    JudgmentForfeited => "JUDGMENT_FORFEITED", Stop;
+    JudgmentForfeited => "JUDGMENT_FORFEITED", Stop, Forbidden;
     /// §7.2: the author must not take its own Task.
-    OwnTask => "OWN_TASK", Stop;
+    OwnTask => "OWN_TASK", Stop, Forbidden;
     /// The agent is outside the Task's audience or fails its eligibility (§7.2).
-    NotEligible => "NOT_ELIGIBLE", Stop;
+    NotEligible => "NOT_ELIGIBLE", Stop, Forbidden;
     /// A required input must be a pinned version of the author's own valid Memory (§7.1).
-    NotEntitled => "NOT_ENTITLED", Revise;
+    NotEntitled => "NOT_ENTITLED", Revise, Forbidden;
     /// A named agent (asked, addressee, judge, new role holder) is not a valid target.
-    InvalidTarget => "INVALID_TARGET", Revise;
+    InvalidTarget => "INVALID_TARGET", Revise, Misdirected;
     /// The thread is closed and read-only (§6.5).
-    ThreadClosed => "THREAD_CLOSED", Stop;
+    ThreadClosed => "THREAD_CLOSED", Stop, State;
     /// §6.2: an open thread must keep a governor; hand over or close first.
-    SoleGovernor => "SOLE_GOVERNOR", Retry;
+    SoleGovernor => "SOLE_GOVERNOR", Retry, State;
     /// The admission grant presented is not the thread's live grant (§6.1). Uniform on purpose.
-    GrantInvalid => "GRANT_INVALID", Stop;
+    GrantInvalid => "GRANT_INVALID", Stop, Forbidden;
     /// The Memory is withdrawn and takes no new versions or references (§5).
-    MemoryWithdrawn => "MEMORY_WITHDRAWN", Stop;
+    MemoryWithdrawn => "MEMORY_WITHDRAWN", Stop, State;
     /// The object's state does not allow this action (already taken, delivered, terminal, ...).
-    InvalidState => "INVALID_STATE", Stop;
+    InvalidState => "INVALID_STATE", Stop, State;
     /// The action would change nothing; L2 allows no implicit successes beyond the two it names.
-    NoEffect => "NO_EFFECT", Done;
+    NoEffect => "NO_EFFECT", Done, State;
     /// There is no pending response of the caller to that entry (§6.3).
-    NoPendingResponse => "NO_PENDING_RESPONSE", Done;
+    NoPendingResponse => "NO_PENDING_RESPONSE", Done, State;
     /// The Task accepts no new engagements while paused (§7).
-    TaskPaused => "TASK_PAUSED", Wait;
+    TaskPaused => "TASK_PAUSED", Wait, State;
     /// The deadline passed first; the deadline wins (L4).
-    DeadlinePassed => "DEADLINE_PASSED", Stop;
+    DeadlinePassed => "DEADLINE_PASSED", Stop, State;
     /// §7.4: the maximum number of adoptions is reached.
-    AdoptionLimitReached => "ADOPTION_LIMIT_REACHED", Stop;
+    AdoptionLimitReached => "ADOPTION_LIMIT_REACHED", Stop, State;
     /// L3: a different request was sent under an idempotency key already used.
-    IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED", Revise;
+    IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED", Revise, KeyReused;
     /// L4: a capacity limit would be exceeded.
-    LimitExceeded => "LIMIT_EXCEEDED", Revise;
+    LimitExceeded => "LIMIT_EXCEEDED", Revise, Limit;
     /// L4: a rate limit was exceeded; wait `retry_after` (server edge).
-    RateLimited => "RATE_LIMITED", Wait;
+    RateLimited => "RATE_LIMITED", Wait, Limit;
     /// This node is not the leader; nothing happened. The rejection names the leader's API address
     /// when known: send the same request (same idempotency key) there.
-    NotLeader => "NOT_LEADER", Retry;
+    NotLeader => "NOT_LEADER", Retry, Unavailable;
     /// The node cannot decide now (no leader, leader changed); the action may or may not have
     /// taken effect. Retry with the same idempotency key.
-    Unavailable => "UNAVAILABLE", Retry;
+    Unavailable => "UNAVAILABLE", Retry, Unavailable;
     /// Design §2.8: labeled content would reach an audience its labels forbid (quarantined, or a
     /// scope narrower than the path needs). Widen the scope explicitly, or keep it in your Memory.
-    TrustViolation => "TRUST_VIOLATION", Revise;
+    TrustViolation => "TRUST_VIOLATION", Revise, State;
     /// Design §2.8: the write cited a base that is no longer the latest (a stale status or rev);
     /// re-read and retry on the current one.
-    StaleBase => "STALE_BASE", Retry;
+    StaleBase => "STALE_BASE", Retry, Stale;
     /// Design §2.8: an item id is already used by another request; choose a new id.
-    DuplicateId => "DUPLICATE_ID", Revise;
+    DuplicateId => "DUPLICATE_ID", Revise, Duplicate;
 }
 
 impl fmt::Display for Code {
@@ -430,6 +483,13 @@ mod tests {
             assert_eq!(FakReason::parse(r.as_str()), Some(*r));
         }
         assert_eq!(FakReason::ALL.len(), 13);
+    }
+
+    #[test]
+    fn every_class_has_a_code() {
+        for class in Class::ALL {
+            assert!(Code::ALL.iter().any(|c| c.class() == class), "{class:?} classifies no code");
+        }
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub struct MailboxPage {
     pub items: Vec<MailItem>,
     /// Where the next read starts: the last entry this read examined, whether or not it matched
     /// the filter, so a filtered reader's cursor moves past what it has seen and never re-reads it.
-    /// None when there was no entry after the cursor: the reader is caught up, keeps its cursor and
+    /// None once the thread's newest entry was examined, or when there was no entry after the
+    /// cursor: the reader is caught up, continues from its last item (or keeps its cursor) and
     /// waits (`WatchThread` from the same number) for new entries.
     pub next_after: Option<EntrySeq>,
 }
@@ -81,7 +82,7 @@ pub fn mailbox(
     limits: &Limits,
 ) -> ReadResult<MailboxPage> {
     let coord = CoordLimits::DEFAULT;
-    current_membership(state, thread, agent)?;
+    let (t, _) = current_membership(state, thread, agent)?;
     let page_size = limits.page_size(page_size);
     let budget = match filter {
         MailFilter::All => page_size,
@@ -128,8 +129,11 @@ pub fn mailbox(
         }
     }
     // A full page stops at its last item, which is the last entry examined; a page that ran out of
-    // budget or reached the end stops at the last entry it looked at.
-    Ok(MailboxPage { items, next_after: last_examined })
+    // budget stops at the last entry it looked at. A page that examined the thread's newest entry
+    // (read from the same snapshot) names no cursor, so a traversal ends without one more call
+    // (`coord.proto`, `Mailbox.next_after`).
+    let next_after = last_examined.filter(|s| s.0 < t.last_entry);
+    Ok(MailboxPage { items, next_after })
 }
 
 // --- Design §4.5 Gather ---------------------------------------------------------------------------
@@ -443,9 +447,10 @@ pub fn record(
         None => r.rev,
         Some(rev) if (1..=r.rev).contains(&rev) => rev,
         Some(_) => {
+            // Field paths leave the server in wire terms: the request's field is `rev`.
             return Err(ReadError::Rejected(Rejection::field(
                 Code::InvalidArgument,
-                "at_rev",
+                "rev",
                 format!("must name a rev of the record, 1 to {}", r.rev),
             )));
         }
@@ -640,14 +645,21 @@ pub fn record_body(
     let r = readable_record(state, agent, id)?;
     let rev = at_rev.unwrap_or(r.rev);
     if !(1..=r.rev).contains(&rev) {
+        // Named by the request's field, `rev`, as `record` names it.
         return Err(ReadError::Rejected(Rejection::field(
             Code::InvalidArgument,
-            "at_rev",
+            "rev",
             format!("must name a rev of the record, 1 to {}", r.rev),
         )));
     }
+    // Named by the request's field that named the item (`note_id`, `artifact_id`), not its oneof.
+    let item_field = match item {
+        BodyItem::Body => "body",
+        BodyItem::Note(_) => "note_id",
+        BodyItem::Artifact(_) => "artifact_id",
+    };
     let no_item =
-        || ReadError::Rejected(Rejection::field(Code::NotFound, "item", "the record has no such item at that rev"));
+        || ReadError::Rejected(Rejection::field(Code::NotFound, item_field, "the record has no such item at that rev"));
     let (reference, author) = match item {
         BodyItem::Body => {
             // The body's writer: the actor of the rev that set the value in force at `rev`.
