@@ -132,7 +132,7 @@ struct Entry {
 /// The registry (and supervisor) of object actors.
 pub struct Actors {
     settings: ActorSettings,
-    live: tokio::sync::Mutex<HashMap<ObjectRef, Entry>>,
+    live: std::sync::Mutex<HashMap<ObjectRef, Entry>>,
 }
 
 impl std::fmt::Debug for Actors {
@@ -147,49 +147,69 @@ fn alive(a: &ActorRef<ObjMsg>) -> bool {
 
 impl Actors {
     pub fn new(settings: ActorSettings) -> Actors {
-        Actors { settings, live: tokio::sync::Mutex::new(HashMap::new()) }
+        Actors { settings, live: std::sync::Mutex::new(HashMap::new()) }
     }
 
     /// How many actors are alive now.
-    pub async fn live(&self) -> usize {
-        self.live.lock().await.values().filter(|e| alive(&e.actor)).count()
+    pub fn live(&self) -> usize {
+        self.registry().values().filter(|e| alive(&e.actor)).count()
     }
 
     /// How many actions are waiting in, or being handled by, the actors' mailboxes now.
-    pub async fn queued(&self) -> usize {
-        self.live.lock().await.values().map(|e| e.pending.load(Ordering::Acquire)).sum()
+    pub fn queued(&self) -> usize {
+        self.registry().values().map(|e| e.pending.load(Ordering::Acquire)).sum()
+    }
+
+    /// The registry, locked for a lookup or an update: a short critical section, never held across
+    /// an await (issue #30: every action takes it, so it must cost a map lookup, not a task switch).
+    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef, Entry>> {
+        // Every critical section leaves the map whole, so a poisoned lock's map is still right.
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live actor of `object`, if any, marked used.
+    fn lookup(&self, object: &ObjectRef) -> Option<(ActorRef<ObjMsg>, Arc<AtomicUsize>)> {
+        let mut live = self.registry();
+        let e = live.get_mut(object)?;
+        if !alive(&e.actor) {
+            live.remove(object);
+            return None;
+        }
+        e.last_used = Instant::now();
+        Some((e.actor.clone(), e.pending.clone()))
     }
 
     /// Runs `cmd` through the actor of `object`, spawning it if needed.
     pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
-        let (actor, pending) = {
-            let mut live = self.live.lock().await;
-            if let Some(e) = live.get(&object) {
-                if !alive(&e.actor) {
-                    live.remove(&object);
+        let (actor, pending) = match self.lookup(&object) {
+            Some(found) => found,
+            None => {
+                if self.registry().len() >= self.settings.max_live {
+                    // Over the bound: still correct without an actor (apply decides), just unqueued.
+                    return b.submit_command(cmd).await;
                 }
-            }
-            match live.get_mut(&object) {
-                Some(e) => {
-                    e.last_used = Instant::now();
-                    (e.actor.clone(), e.pending.clone())
-                }
-                None => {
-                    if live.len() >= self.settings.max_live {
-                        drop(live);
-                        // Over the bound: still correct without an actor (apply decides), just unqueued.
-                        return b.submit_command(cmd).await;
+                // Spawned outside the lock. Two callers may race to start the object's actor:
+                // the first one registered is the object's, the other stops before it handles
+                // anything, so one object never has two mailboxes (L5).
+                let pending = Arc::new(AtomicUsize::new(0));
+                let (spawned, _) =
+                    Actor::spawn(None, ObjectActor, (b.clone(), pending.clone())).await.map_err(|e| {
+                        Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
+                    })?;
+                let mut live = self.registry();
+                match live.get_mut(&object) {
+                    Some(e) if alive(&e.actor) => {
+                        spawned.stop(Some("lost the race to start".into()));
+                        e.last_used = Instant::now();
+                        (e.actor.clone(), e.pending.clone())
                     }
-                    let pending = Arc::new(AtomicUsize::new(0));
-                    let (actor, _) =
-                        Actor::spawn(None, ObjectActor, (b.clone(), pending.clone())).await.map_err(|e| {
-                            Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
-                        })?;
-                    live.insert(
-                        object,
-                        Entry { actor: actor.clone(), pending: pending.clone(), last_used: Instant::now() },
-                    );
-                    (actor, pending)
+                    _ => {
+                        live.insert(
+                            object,
+                            Entry { actor: spawned.clone(), pending: pending.clone(), last_used: Instant::now() },
+                        );
+                        (spawned, pending)
+                    }
                 }
             }
         };
@@ -219,9 +239,9 @@ impl Actors {
     }
 
     /// Stops actors idle longer than the setting, and forgets stopped ones. Run periodically.
-    pub async fn sweep(&self) {
+    pub fn sweep(&self) {
         let idle = Duration::from_millis(self.settings.idle_ms);
-        let mut live = self.live.lock().await;
+        let mut live = self.registry();
         live.retain(|_, e| {
             let quiet = e.pending.load(Ordering::Acquire) == 0 && e.last_used.elapsed() >= idle;
             if quiet {
@@ -236,9 +256,9 @@ impl Actors {
         let period = Duration::from_millis((self.settings.idle_ms / 2).clamp(10, 5_000));
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(period) => self.sweep().await,
+                _ = tokio::time::sleep(period) => self.sweep(),
                 _ = stop.changed() => {
-                    let mut live = self.live.lock().await;
+                    let mut live = self.registry();
                     for e in live.values() {
                         e.actor.stop(Some("shutdown".into()));
                     }
