@@ -173,7 +173,9 @@ impl Actor for ObjectActor {
                         Answer::Now(result)
                     }
                     // Proposed, in order: the next action may be proposed while this one commits.
-                    None => match state.backend.propose(cmd).await {
+                    // Boxed: the proposal's future (the stamp lock, the send into raft's queue) is
+                    // large, and ractor moves the handler's future; a box moves as a pointer.
+                    None => match Box::pin(state.backend.propose(cmd)).await {
                         Ok(outcome) => Answer::Later(InFlight { outcome: Some(Box::pin(outcome)), slot: Some(slot) }),
                         Err(rejection) => {
                             drop(slot);
