@@ -11,6 +11,7 @@
 //! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.
 //! - [`network`], [`service`]: the two sides of the raft RPCs (`proto/kungfu/raft/v1/raft.proto`).
 //! - [`incoming`]: a listener's accepted connections with `TCP_NODELAY`, for both tonic servers.
+//! - `recent`: the log's newest entries, decoded, so apply and replication read its tail from memory.
 //! - [`node`]: one replica: data directory, raft, service; writes, membership, digest, shutdown.
 //! - [`trace`]: trace context across the raft RPCs and into apply (issue #18).
 //! - [`stats`]: counters of how the write path batches (appends, AppendEntries, apply batches).
@@ -23,6 +24,7 @@ pub mod incoming;
 pub mod log;
 pub mod network;
 pub mod node;
+mod recent;
 pub mod service;
 pub mod state_machine;
 pub mod stats;

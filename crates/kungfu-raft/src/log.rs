@@ -33,13 +33,15 @@ pub struct RaftLog {
     state: Option<Arc<kungfu_storage::StateStore>>,
     /// Entries per append (issue #30).
     stats: crate::stats::Stats,
+    /// The newest entries, decoded: apply and replication read the log's tail from memory.
+    recent: Arc<crate::recent::Recent>,
 }
 
 impl RaftLog {
     /// The log over `store`, with its writer thread started.
     pub fn new(store: LogStore) -> Result<RaftLog, kungfu_storage::Error> {
         let writer = Arc::new(LogWriter::start(store.clone())?);
-        Ok(RaftLog { store, writer, state: None, stats: Default::default() })
+        Ok(RaftLog { store, writer, state: None, stats: Default::default(), recent: Default::default() })
     }
 
     /// The log of a node whose state machine applies to `state`: every purge is held to what that
@@ -113,6 +115,9 @@ impl RaftLogReader<TypeConfig> for RaftLog {
         range: RB,
     ) -> Result<Vec<Entry>, io::Error> {
         let (start, end) = bounds(&range);
+        if let Some(entries) = self.recent.get(start, end) {
+            return Ok(entries);
+        }
         let read = move |s: LogStore| -> Result<Vec<Entry>, kungfu_storage::Error> {
             s.entries(start, end)?
                 .into_iter()
@@ -178,9 +183,10 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let batch: Vec<(u64, Vec<u8>)> =
-            entries.into_iter().map(|e| (e.log_id().index(), envelope::encode(&e))).collect();
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let batch: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id().index(), envelope::encode(e))).collect();
         self.stats.appended(batch.len() as u64);
+        let sizes: Vec<usize> = batch.iter().map(|(_, b)| b.len()).collect();
         // Returns once the entries are written (readable, openraft's condition for returning);
         // the writer thread calls `callback` once a WAL sync covers them (its condition for the
         // callback). On an error the callback gets it too.
@@ -190,12 +196,18 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         // RocksDB write is a memtable insert and a buffered WAL write (no fsync: the writer
         // thread syncs), and the hop to the pool and back cost each commit round
         // two thread wake-ups on the core's critical path.
-        self.writer.append(&batch, flushed).map_err(io::Error::from)
+        self.writer.append(&batch, flushed).map_err(io::Error::from)?;
+        // Readable in the store now: from here the cache may answer for them.
+        self.recent.appended(entries.into_iter().zip(sizes));
+        Ok(())
     }
 
     /// Synced before it returns, after every earlier append is durable and reported.
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let after = last_log_id.map(|l| l.index());
+        // Dropped from the cache first: a read racing the truncation finds them in neither or in
+        // the store still, never in the cache alone.
+        self.recent.truncated_from(after.map_or(0, |a| a + 1));
         self.synced(move |s| s.truncate_after(after)).await
     }
 
@@ -204,6 +216,9 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let mark = envelope::encode(&log_id);
         let upto = log_id.index();
+        // Dropped from the cache first, whether or not the purge below goes ahead: the cache may
+        // always hold fewer of the log's newest entries.
+        self.recent.purged_upto(upto);
         // Issue #30, one durable log: the state writes no WAL, so the raft log is the only record
         // of what the state applied since its last flush, and after a crash openraft applies the
         // log again from the state's durable `last_applied`. Entries up to `upto` may be forgotten

@@ -712,6 +712,42 @@ pub fn leader_in(m: &openraft::RaftMetrics<crate::types::TypeConfig>) -> Option<
     (leader != m.id || m.state.is_leader()).then_some(leader)
 }
 
+/// The leader this node's server metrics name, read as [`leader_in`] reads the full metrics.
+pub fn server_leader(m: &openraft::metrics::RaftServerMetrics<crate::types::TypeConfig>) -> Option<NodeId> {
+    let leader = m.current_leader?;
+    (leader != m.id || m.state.is_leader()).then_some(leader)
+}
+
+/// The term of this node's vote, from its server metrics (the full metrics' `current_term`).
+pub fn server_term(m: &openraft::metrics::RaftServerMetrics<crate::types::TypeConfig>) -> u64 {
+    m.vote.leader_id.term
+}
+
+/// Waits until `pred` holds of this node's server metrics (its role, the leader it knows, its vote,
+/// its membership), and returns them. openraft publishes these only when one of them changes,
+/// where it publishes the full metrics on every commit and apply: a task waiting for a change of
+/// leadership on the full metrics woke, and copied them, on every commit round (issue #30). Err
+/// when the raft core is gone.
+pub async fn wait_server_metrics(
+    raft: &Raft,
+    pred: impl Fn(&openraft::metrics::RaftServerMetrics<crate::types::TypeConfig>) -> bool,
+) -> Result<openraft::metrics::RaftServerMetrics<crate::types::TypeConfig>, String> {
+    let mut rx = raft.server_metrics();
+    loop {
+        // Read in a statement of its own: the watch guard must not live across the await.
+        let held = {
+            let m = rx.borrow_watched();
+            pred(&m).then(|| m.clone())
+        };
+        if let Some(m) = held {
+            return Ok(m);
+        }
+        if rx.changed().await.is_err() {
+            return Err("the raft core stopped".into());
+        }
+    }
+}
+
 /// Whether node `me` leads with its state caught up (see [`RaftNode::leads_caught_up`]), from one
 /// reading of its metrics.
 pub fn caught_up_in(m: &openraft::RaftMetrics<crate::types::TypeConfig>, me: NodeId) -> bool {

@@ -49,7 +49,76 @@ impl Default for ActorSettings {
 
 /// The one message of an object actor.
 pub enum ObjMsg {
-    Submit { cmd: Command, reply: RpcReplyPort<Result<Written, Rejection>> },
+    Submit { cmd: Command, reply: RpcReplyPort<Answer> },
+}
+
+/// What an object's actor answers a submitted action with.
+#[derive(Debug)]
+pub enum Answer {
+    /// The answer itself: a pre-check's (a refusal or a replay, no log write), or a refusal before
+    /// anything was proposed.
+    Now(Result<Written, Rejection>),
+    /// The command is proposed, in order: its answer comes when it is applied, and the caller waits
+    /// for it in its own task while the actor goes on to its next action (no task of its own per
+    /// action, issue #30).
+    Later(InFlight),
+}
+
+/// A proposed command's answer still to come. It holds one of the object's in-flight slots until
+/// the command is decided, so the actor never pre-checks beside a command it proposed (the
+/// pre-check runs only when nothing of its object is in flight).
+pub struct InFlight {
+    outcome: Option<std::pin::Pin<Box<dyn std::future::Future<Output = Result<Written, Rejection>> + Send>>>,
+    slot: Option<Slot>,
+}
+
+/// One in-flight slot of an object, given back when dropped.
+struct Slot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// One action counted in its object's `pending` until its caller has the answer or went away.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.outcome.is_some() { "InFlight(waiting)" } else { "InFlight(answered)" })
+    }
+}
+
+impl std::future::Future for InFlight {
+    type Output = Result<Written, Rejection>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let Some(outcome) = self.outcome.as_mut() else {
+            return std::task::Poll::Ready(Err(Rejection::new(Code::Unavailable, "the answer was already taken")));
+        };
+        let result = std::task::ready!(outcome.as_mut().poll(cx));
+        self.outcome = None;
+        // The slot is freed before the caller hears back, so its next action finds this one no
+        // longer in flight (and may be pre-checked).
+        self.slot = None;
+        std::task::Poll::Ready(result)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // The caller went away with its command still in flight (a cancelled call): the slot
+        // stays taken until the command is decided, as if the caller had waited.
+        if let (Some(outcome), Some(slot)) = (self.outcome.take(), self.slot.take()) {
+            tokio::spawn(async move {
+                let _ = outcome.await;
+                drop(slot);
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for ObjMsg {
@@ -64,8 +133,7 @@ struct ObjectActor;
 
 struct ObjState {
     backend: Arc<Backend>,
-    pending: Arc<AtomicUsize>,
-    /// One permit per action in flight; a proposal holds one until its answer is sent.
+    /// One permit per action in flight; a proposal holds one until its answer is ready.
     in_flight: Arc<tokio::sync::Semaphore>,
     max_in_flight: usize,
 }
@@ -73,16 +141,16 @@ struct ObjState {
 impl Actor for ObjectActor {
     type Msg = ObjMsg;
     type State = ObjState;
-    type Arguments = (Arc<Backend>, Arc<AtomicUsize>);
+    type Arguments = Arc<Backend>;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<ObjMsg>,
-        (backend, pending): (Arc<Backend>, Arc<AtomicUsize>),
+        backend: Arc<Backend>,
     ) -> Result<ObjState, ActorProcessingErr> {
         let max_in_flight = backend.config.actors.max_in_flight.max(1);
         let in_flight = Arc::new(tokio::sync::Semaphore::new(max_in_flight));
-        Ok(ObjState { backend, pending, in_flight, max_in_flight })
+        Ok(ObjState { backend, in_flight, max_in_flight })
     }
 
     async fn handle(
@@ -97,26 +165,27 @@ impl Actor for ObjectActor {
                 // holds the rest (bounded by `max_pending`).
                 let permit = state.in_flight.clone().acquire_owned().await?;
                 let alone = state.in_flight.available_permits() + 1 == state.max_in_flight;
+                let slot = Slot { _permit: permit };
                 let prechecked = if alone { state.backend.precheck(&cmd) } else { None };
-                let pending = state.pending.clone();
-                let answer = move |result: Result<Written, Rejection>| {
-                    // The slot is freed before the caller hears back, so its next action finds this
-                    // one no longer in flight (and may be pre-checked).
-                    drop(permit);
-                    pending.fetch_sub(1, Ordering::AcqRel);
-                    // The caller may have gone away; nothing else to do then.
-                    let _ = reply.send(result);
-                };
-                match prechecked {
-                    Some(result) => answer(result),
-                    None => match state.backend.propose(cmd).await {
-                        // Proposed, in order: the next action may be proposed while this one commits.
-                        Ok(outcome) => {
-                            tokio::spawn(async move { answer(outcome.await) });
+                let answer = match prechecked {
+                    Some(result) => {
+                        drop(slot);
+                        Answer::Now(result)
+                    }
+                    // Proposed, in order: the next action may be proposed while this one commits.
+                    // Boxed: the proposal's future (the stamp lock, the send into raft's queue) is
+                    // large, and ractor moves the handler's future; a box moves as a pointer.
+                    None => match Box::pin(state.backend.propose(cmd)).await {
+                        Ok(outcome) => Answer::Later(InFlight { outcome: Some(Box::pin(outcome)), slot: Some(slot) }),
+                        Err(rejection) => {
+                            drop(slot);
+                            Answer::Now(Err(rejection))
                         }
-                        Err(rejection) => answer(Err(rejection)),
                     },
-                }
+                };
+                // The caller may have gone away; dropping an `InFlight` keeps its slot until the
+                // command is decided.
+                let _ = reply.send(answer);
             }
         }
         Ok(())
@@ -132,7 +201,7 @@ struct Entry {
 /// The registry (and supervisor) of object actors.
 pub struct Actors {
     settings: ActorSettings,
-    live: tokio::sync::Mutex<HashMap<ObjectRef, Entry>>,
+    live: std::sync::Mutex<HashMap<ObjectRef, Entry>>,
 }
 
 impl std::fmt::Debug for Actors {
@@ -147,66 +216,86 @@ fn alive(a: &ActorRef<ObjMsg>) -> bool {
 
 impl Actors {
     pub fn new(settings: ActorSettings) -> Actors {
-        Actors { settings, live: tokio::sync::Mutex::new(HashMap::new()) }
+        Actors { settings, live: std::sync::Mutex::new(HashMap::new()) }
     }
 
     /// How many actors are alive now.
-    pub async fn live(&self) -> usize {
-        self.live.lock().await.values().filter(|e| alive(&e.actor)).count()
+    pub fn live(&self) -> usize {
+        self.registry().values().filter(|e| alive(&e.actor)).count()
     }
 
     /// How many actions are waiting in, or being handled by, the actors' mailboxes now.
-    pub async fn queued(&self) -> usize {
-        self.live.lock().await.values().map(|e| e.pending.load(Ordering::Acquire)).sum()
+    pub fn queued(&self) -> usize {
+        self.registry().values().map(|e| e.pending.load(Ordering::Acquire)).sum()
+    }
+
+    /// The registry, locked for a lookup or an update: a short critical section, never held across
+    /// an await (issue #30: every action takes it, so it must cost a map lookup, not a task switch).
+    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef, Entry>> {
+        // Every critical section leaves the map whole, so a poisoned lock's map is still right.
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live actor of `object`, if any, marked used.
+    fn lookup(&self, object: &ObjectRef) -> Option<(ActorRef<ObjMsg>, Arc<AtomicUsize>)> {
+        let mut live = self.registry();
+        let e = live.get_mut(object)?;
+        if !alive(&e.actor) {
+            live.remove(object);
+            return None;
+        }
+        e.last_used = Instant::now();
+        Some((e.actor.clone(), e.pending.clone()))
     }
 
     /// Runs `cmd` through the actor of `object`, spawning it if needed.
     pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
-        let (actor, pending) = {
-            let mut live = self.live.lock().await;
-            if let Some(e) = live.get(&object) {
-                if !alive(&e.actor) {
-                    live.remove(&object);
+        let (actor, pending) = match self.lookup(&object) {
+            Some(found) => found,
+            None => {
+                if self.registry().len() >= self.settings.max_live {
+                    // Over the bound: still correct without an actor (apply decides), just unqueued.
+                    return b.submit_command(cmd).await;
                 }
-            }
-            match live.get_mut(&object) {
-                Some(e) => {
-                    e.last_used = Instant::now();
-                    (e.actor.clone(), e.pending.clone())
-                }
-                None => {
-                    if live.len() >= self.settings.max_live {
-                        drop(live);
-                        // Over the bound: still correct without an actor (apply decides), just unqueued.
-                        return b.submit_command(cmd).await;
+                // Spawned outside the lock. Two callers may race to start the object's actor:
+                // the first one registered is the object's, the other stops before it handles
+                // anything, so one object never has two mailboxes (L5).
+                let pending = Arc::new(AtomicUsize::new(0));
+                let (spawned, _) = Actor::spawn(None, ObjectActor, b.clone()).await.map_err(|e| {
+                    Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
+                })?;
+                let mut live = self.registry();
+                match live.get_mut(&object) {
+                    Some(e) if alive(&e.actor) => {
+                        spawned.stop(Some("lost the race to start".into()));
+                        e.last_used = Instant::now();
+                        (e.actor.clone(), e.pending.clone())
                     }
-                    let pending = Arc::new(AtomicUsize::new(0));
-                    let (actor, _) =
-                        Actor::spawn(None, ObjectActor, (b.clone(), pending.clone())).await.map_err(|e| {
-                            Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
-                        })?;
-                    live.insert(
-                        object,
-                        Entry { actor: actor.clone(), pending: pending.clone(), last_used: Instant::now() },
-                    );
-                    (actor, pending)
+                    _ => {
+                        live.insert(
+                            object,
+                            Entry { actor: spawned.clone(), pending: pending.clone(), last_used: Instant::now() },
+                        );
+                        (spawned, pending)
+                    }
                 }
             }
         };
         // Admission control: ractor mailboxes are unbounded, so the bound is ours.
+        let waiting = Waiting(pending.clone());
         if pending.fetch_add(1, Ordering::AcqRel) >= self.settings.max_pending {
-            pending.fetch_sub(1, Ordering::AcqRel);
+            drop(waiting);
             let r =
                 Rejection::new(Code::RateLimited, format!("too many actions are waiting on {object}; retry shortly"))
                     .with_retry_after(Micros::from_millis(100));
             return Err(r);
         }
-        match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
-            Ok(CallResult::Success(r)) => r,
+        let answer = match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
+            Ok(CallResult::Success(Answer::Now(r))) => r,
+            Ok(CallResult::Success(Answer::Later(in_flight))) => in_flight.await,
             // The actor stopped or failed with the action queued or in flight: it may or may not
             // have been proposed, so the outcome is unknown (retry with the same key, L3).
             _ => {
-                pending.fetch_sub(1, Ordering::AcqRel);
                 let r = Rejection::new(
                     Code::Unavailable,
                     format!(
@@ -215,13 +304,16 @@ impl Actors {
                 );
                 Err(r)
             }
-        }
+        };
+        // The answer is the caller's now: the action no longer waits on its object.
+        drop(waiting);
+        answer
     }
 
     /// Stops actors idle longer than the setting, and forgets stopped ones. Run periodically.
-    pub async fn sweep(&self) {
+    pub fn sweep(&self) {
         let idle = Duration::from_millis(self.settings.idle_ms);
-        let mut live = self.live.lock().await;
+        let mut live = self.registry();
         live.retain(|_, e| {
             let quiet = e.pending.load(Ordering::Acquire) == 0 && e.last_used.elapsed() >= idle;
             if quiet {
@@ -236,9 +328,9 @@ impl Actors {
         let period = Duration::from_millis((self.settings.idle_ms / 2).clamp(10, 5_000));
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(period) => self.sweep().await,
+                _ = tokio::time::sleep(period) => self.sweep(),
                 _ = stop.changed() => {
-                    let mut live = self.live.lock().await;
+                    let mut live = self.registry();
                     for e in live.values() {
                         e.actor.stop(Some("shutdown".into()));
                     }

@@ -30,7 +30,7 @@ use kungfu_core::Action;
 use kungfu_core::effects::Deadline;
 use kungfu_core::read::due_obligations;
 use kungfu_raft::feed::FeedEvent;
-use kungfu_raft::node::{caught_up_in, leader_in};
+use kungfu_raft::node::caught_up_in;
 use kungfu_types::{Code, Timestamp};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -191,11 +191,10 @@ async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -
     };
     tracing::info!(pending = pending.0.len(), term, "deadline timers armed from the due index");
     b.timers.send_modify(|t| t.armed_term = t.armed_term.max(term));
-    let wait = b.node.raft.wait(None);
-    let lost = wait.metrics(
-        move |m| leader_in(m) != Some(me) || m.current_term != term,
-        "the deadline scheduler: leadership lost",
-    );
+    // On the server metrics, which change with leadership only, not with every commit.
+    let lost = kungfu_raft::node::wait_server_metrics(&b.node.raft, move |m| {
+        kungfu_raft::node::server_leader(m) != Some(me) || kungfu_raft::node::server_term(m) != term
+    });
     tokio::pin!(lost);
     let mut retry_at: Option<tokio::time::Instant> = None;
     let mut backoff = Backoff::new();

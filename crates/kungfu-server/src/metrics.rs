@@ -234,8 +234,8 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
             metrics::histogram!("kungfu_raft_log_sync_seconds").record(took.as_secs_f64());
         }
         metrics::gauge!("kungfu_ready").set(if backend.readiness().is_ok() { 1.0 } else { 0.0 });
-        metrics::gauge!("kungfu_live_actors").set(backend.actors.live().await as f64);
-        metrics::gauge!("kungfu_actor_queued_actions").set(backend.actors.queued().await as f64);
+        metrics::gauge!("kungfu_live_actors").set(backend.actors.live() as f64);
+        metrics::gauge!("kungfu_actor_queued_actions").set(backend.actors.queued() as f64);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,

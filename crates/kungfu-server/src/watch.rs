@@ -197,7 +197,7 @@ impl Drop for Slot {
 
 // --- The hub --------------------------------------------------------------------------------------
 
-/// Republishes leadership from the raft metrics (which also change on every heartbeat) and marks
+/// Republishes leadership from the raft server metrics (which change with leadership only) and marks
 /// the service stopping when raft shuts down.
 async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>) {
     loop {
@@ -205,15 +205,14 @@ async fn hub(raft: kungfu_raft::Raft, id: u64, tx: Arc<watch::Sender<Progress>>)
         if seen.stopping {
             return;
         }
-        let wait = raft.wait(None);
-        let changed = wait.metrics(
-            move |m| (kungfu_raft::node::leader_in(&m) == Some(id)) != seen.leading,
-            "watch streams: leadership changed",
-        );
+        // On the server metrics, which change with leadership only, not with every commit.
+        let changed = kungfu_raft::node::wait_server_metrics(&raft, move |m| {
+            (kungfu_raft::node::server_leader(m) == Some(id)) != seen.leading
+        });
         tokio::select! {
             r = changed => match r {
                 Ok(m) => {
-                    let leading = kungfu_raft::node::leader_in(&m) == Some(id);
+                    let leading = kungfu_raft::node::server_leader(&m) == Some(id);
                     tx.send_modify(|p| p.leading = leading);
                 }
                 // Raft is shutting down.
