@@ -28,6 +28,24 @@ pub fn encoded_len<T: Serialize>(value: &T) -> usize {
     }
 }
 
+/// The SHA-256 of a value's encoding, hashed as it is encoded: the same digest as hashing
+/// [`encode`]'s bytes, without building them (a request's digest, L3, is taken on every write).
+pub fn sha256<T: Serialize>(value: &T) -> [u8; 32] {
+    use sha2::Digest;
+    struct Hashing(sha2::Sha256);
+    impl bincode::enc::write::Writer for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+            self.0.update(bytes);
+            Ok(())
+        }
+    }
+    let mut w = Hashing(sha2::Sha256::new());
+    match bincode::serde::encode_into_writer(value, &mut w, config()) {
+        Ok(()) => w.0.finalize().into(),
+        Err(e) => panic!("bincode cannot encode a core value: {e}"),
+    }
+}
+
 /// Decodes a value, rejecting trailing bytes.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let (value, read) = bincode::serde::decode_from_slice(bytes, config()).map_err(|e| e.to_string())?;
@@ -35,4 +53,17 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
         return Err(format!("{} trailing bytes", bytes.len() - read));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    #[test]
+    fn hashing_while_encoding_is_hashing_the_encoding() {
+        let values = (42u64, "a string".to_string(), vec![0u8; 3000], Some(-7i32));
+        assert_eq!(sha256(&values), <[u8; 32]>::from(sha2::Sha256::digest(encode(&values))));
+        assert_eq!(sha256(&()), <[u8; 32]>::from(sha2::Sha256::digest(encode(&()))));
+    }
 }
