@@ -39,23 +39,7 @@ async fn register(anon: &Client, key: &str) -> (String, Client) {
 
 /// A thread created by `lead` that `worker` joins as a speaker.
 async fn shared_thread(lead: &Client, worker: &Client) -> String {
-    let created = lead
-        .threads()
-        .create(lead.req(pb::CreateThreadRequest {
-            idempotency_key: "thread".into(),
-            subject: content("work"),
-            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-        }))
-        .await
-        .expect("create thread")
-        .into_inner();
-    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else { panic!() };
-    worker
-        .threads()
-        .join(worker.req(pb::JoinRequest { idempotency_key: "join".into(), grant_secret: created.grant_secret }))
-        .await
-        .expect("join");
-    t.thread
+    lead.thread_with_speaker(worker, "thread".into(), "join".into()).await
 }
 
 /// Posts and returns the new entry's sequence number.

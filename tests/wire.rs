@@ -73,23 +73,7 @@ fn records(c: &Client) -> pb::record_service_client::RecordServiceClient<tonic::
 
 /// A thread governed by `lead` that `worker` joined as a speaker.
 async fn thread_with(lead: &Client, worker: &Client) -> String {
-    let created = lead
-        .threads()
-        .create(lead.req(pb::CreateThreadRequest {
-            idempotency_key: fresh_key(),
-            subject: content("work"),
-            grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
-        }))
-        .await
-        .expect("create thread")
-        .into_inner();
-    let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else { panic!() };
-    worker
-        .threads()
-        .join(worker.req(pb::JoinRequest { idempotency_key: fresh_key(), grant_secret: created.grant_secret }))
-        .await
-        .expect("join");
-    t.thread
+    lead.thread_with_speaker(worker, fresh_key(), fresh_key()).await
 }
 
 /// `from` sends a fleet-labeled message to `thread`, asking `ask` when given; its entry.

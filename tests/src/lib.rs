@@ -333,6 +333,30 @@ impl Client {
     pub fn tasks(&self) -> pb::task_service_client::TaskServiceClient<Channel> {
         pb::task_service_client::TaskServiceClient::new(self.channel.clone())
     }
+    /// A thread this agent governs that `worker` joined as a speaker, created and joined with
+    /// these idempotency keys; its id.
+    pub async fn thread_with_speaker(&self, worker: &Client, create_key: String, join_key: String) -> String {
+        let created = self
+            .threads()
+            .create(self.req(pb::CreateThreadRequest {
+                idempotency_key: create_key,
+                subject: content("work"),
+                grant: Some(pb::GrantSpec { role: pb::Role::Speaker as i32 }),
+            }))
+            .await
+            .expect("create thread")
+            .into_inner();
+        let Some(pb::receipt::Result::ThreadCreated(t)) = created.receipt.and_then(|r| r.result) else {
+            panic!("a thread's creation answered no ThreadCreated receipt")
+        };
+        worker
+            .threads()
+            .join(worker.req(pb::JoinRequest { idempotency_key: join_key, grant_secret: created.grant_secret }))
+            .await
+            .expect("join");
+        t.thread
+    }
+
     pub fn turn(&self) -> pb::turn_service_client::TurnServiceClient<Channel> {
         pb::turn_service_client::TurnServiceClient::new(self.channel.clone())
     }

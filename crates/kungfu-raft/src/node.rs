@@ -708,14 +708,18 @@ pub async fn adopt_restored_state(
 /// with its own committed vote from before a crash, stepping down, or between winning an election
 /// and taking the Leader state. So a node names itself only while its state is Leader.
 pub fn leader_in(m: &openraft::RaftMetrics<crate::types::TypeConfig>) -> Option<NodeId> {
-    let leader = m.current_leader?;
-    (leader != m.id || m.state.is_leader()).then_some(leader)
+    leader_named(m.id, m.current_leader, m.state)
+}
+
+/// The leader a node names, read as [`leader_in`] explains, from either kind of metrics.
+fn leader_named(me: NodeId, named: Option<NodeId>, state: openraft::ServerState) -> Option<NodeId> {
+    let leader = named?;
+    (leader != me || state.is_leader()).then_some(leader)
 }
 
 /// The leader this node's server metrics name, read as [`leader_in`] reads the full metrics.
 pub fn server_leader(m: &openraft::metrics::RaftServerMetrics<crate::types::TypeConfig>) -> Option<NodeId> {
-    let leader = m.current_leader?;
-    (leader != m.id || m.state.is_leader()).then_some(leader)
+    leader_named(m.id, m.current_leader, m.state)
 }
 
 /// The term of this node's vote, from its server metrics (the full metrics' `current_term`).
