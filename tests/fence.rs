@@ -26,7 +26,9 @@ async fn try_get(addr: SocketAddr, path: &str) -> Option<String> {
         .ok()?;
     let mut out = String::new();
     tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out)).await.ok()?.ok()?;
-    Some(out)
+    // A connection the server accepted and then closed unanswered (its graceful shutdown drops
+    // connections not yet served) is no answer, as a refused connect is none.
+    out.starts_with("HTTP/").then_some(out)
 }
 
 /// gRPC health of the whole server, or None when nothing answers.
