@@ -9,7 +9,7 @@ use crate::model::*;
 use crate::receipt::StoredReceipt;
 use kungfu_types::{
     AgentId, AssignmentId, EngagementId, EntrySeq, GroupId, MemoryId, ObjectRef, RecordId, SecretHash, TaskId,
-    ThreadId, Version,
+    ThreadId, Timestamp, Version,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -100,6 +100,15 @@ pub trait StateRead {
     fn group(&self) -> GroupId {
         GroupId::ZERO
     }
+
+    /// A time no entry of the due index ([`keys::due`]) is earlier than: when it is after an
+    /// action's time, no deadline is due and settling (L4) need not scan the index of each object
+    /// the action touches (issue #30: that scan was an iterator over the store for every post).
+    /// Derived from the state and kept beside it in memory, never stored: it changes no byte a
+    /// replica writes. [`Timestamp::ZERO`], which bounds nothing, unless the state keeps it.
+    fn due_floor(&self) -> Timestamp {
+        Timestamp::ZERO
+    }
 }
 
 impl<T: StateRead + ?Sized> StateRead for &T {
@@ -111,6 +120,9 @@ impl<T: StateRead + ?Sized> StateRead for &T {
     }
     fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
         (**self).scan_rev(prefix, before, limit)
+    }
+    fn due_floor(&self) -> Timestamp {
+        (**self).due_floor()
     }
     fn group(&self) -> GroupId {
         (**self).group()
@@ -256,6 +268,20 @@ impl<'a> Tx<'a> {
 impl StateRead for Tx<'_> {
     fn group(&self) -> GroupId {
         self.base.group()
+    }
+
+    /// The base's floor, lowered by the earliest due entry this transaction puts (deletes only
+    /// ever leave the floor lower than it could be, which is still a floor).
+    fn due_floor(&self) -> Timestamp {
+        let prefix = keys::due_all();
+        let pending = self
+            .writes
+            .range::<[u8], _>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .find(|(_, v)| v.is_some())
+            .map(|(k, _)| keys::due_time_of(k).unwrap_or(Timestamp::ZERO));
+        let base = self.base.due_floor();
+        pending.map_or(base, |t| t.min(base))
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {

@@ -8,6 +8,7 @@ use crate::envelope;
 use crate::error::Error;
 use kungfu_core::keys::{Family, Key};
 use kungfu_core::{Changeset, Record, StateError, StateRead};
+use kungfu_types::Timestamp;
 use rocksdb::{ColumnFamilyDescriptor, DB, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -114,11 +115,42 @@ const HOT_MAX_BYTES: usize = 512;
 struct Hot {
     records: quick_cache::sync::Cache<Key, Record>,
     gate: RwLock<()>,
+    /// The state's due floor ([`StateRead::due_floor`]): no key of the due index is earlier.
+    /// Set from the database when it opens, lowered by every due key a commit puts and read again
+    /// after a commit that deletes one; changed only under `gate` held for writing, like the
+    /// cache, so a reader holding the gate sees the floor of the state it reads. `u64::MAX` when
+    /// the index is empty.
+    due_floor: std::sync::atomic::AtomicU64,
 }
 
 impl Hot {
     fn new() -> Hot {
-        Hot { records: quick_cache::sync::Cache::new(HOT_RECORDS), gate: RwLock::new(()) }
+        Hot {
+            records: quick_cache::sync::Cache::new(HOT_RECORDS),
+            gate: RwLock::new(()),
+            due_floor: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn due_floor(&self) -> Timestamp {
+        Timestamp(self.due_floor.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Sets the floor to the earliest key of `db`'s due index (one bounded seek).
+    fn reset_due_floor(&self, db: &DB) -> Result<(), Error> {
+        let first = RocksView { db, snap: None }
+            .scan(&kungfu_core::keys::due_all(), None, 1)
+            .map_err(|e| Error::Corrupt { what: format!("reading the due index: {e}") })?;
+        let floor = match first.first() {
+            Some((key, _)) => {
+                kungfu_core::keys::due_time_of(key)
+                    .ok_or_else(|| Error::Corrupt { what: format!("due index key {} has no time", hex::encode(key)) })?
+                    .0
+            }
+            None => u64::MAX,
+        };
+        self.due_floor.store(floor, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     fn cacheable(key: &[u8], encoded_len: usize) -> bool {
@@ -137,7 +169,9 @@ impl StateStore {
     pub fn open(path: &Path, create: bool) -> Result<StateStore, Error> {
         recover_install(path)?;
         let db = open_db(path, create)?;
-        Ok(StateStore { path: path.to_path_buf(), db: RwLock::new(Some(Arc::new(db))), hot: Hot::new() })
+        let hot = Hot::new();
+        hot.reset_due_floor(&db)?;
+        Ok(StateStore { path: path.to_path_buf(), db: RwLock::new(Some(Arc::new(db))), hot })
     }
 
     fn handle(&self) -> Option<Arc<DB>> {
@@ -233,6 +267,7 @@ impl StateStore {
         let mut no_wal = WriteOptions::default();
         no_wal.disable_wal(true);
         let written = db.write_opt(batch, &no_wal).map_err(Error::rocks(STORE));
+        let floor = self.keep_due_floor(&db, changes);
         for ((key, value), keep) in changes.iter().zip(hot) {
             match value {
                 Some(record) if keep && written.is_ok() => self.hot.records.insert(key.clone(), record.clone()),
@@ -241,7 +276,32 @@ impl StateStore {
                 }
             }
         }
-        written
+        written.and(floor)
+    }
+
+    /// Keeps the due floor true of the state after `changes` (the caller holds the gate for
+    /// writing): a put lowers it; a delete may have removed the earliest key, so the floor is
+    /// read again (deadlines end far less often than actions run).
+    fn keep_due_floor(&self, db: &DB, changes: &Changeset) -> Result<(), Error> {
+        let prefix = kungfu_core::keys::due_all();
+        let mut deleted = false;
+        let mut earliest = u64::MAX;
+        for (key, value) in
+            changes.range::<[u8], _>((std::ops::Bound::Included(prefix.as_slice()), std::ops::Bound::Unbounded))
+        {
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            match value {
+                Some(_) => earliest = earliest.min(kungfu_core::keys::due_time_of(key).map_or(0, |t| t.0)),
+                None => deleted = true,
+            }
+        }
+        if deleted {
+            return self.hot.reset_due_floor(db);
+        }
+        self.hot.due_floor.fetch_min(earliest, std::sync::atomic::Ordering::AcqRel);
+        Ok(())
     }
 
     /// Makes every commit so far durable: flushes all families' memtables together (an atomic
@@ -350,7 +410,9 @@ impl StateStore {
             sync_dir(parent)?;
         }
         let _ = std::fs::remove_file(self.path.join(COMPLETE));
-        *guard = Some(Arc::new(open_db(&self.path, false)?));
+        let db = open_db(&self.path, false)?;
+        self.hot.reset_due_floor(&db)?;
+        *guard = Some(Arc::new(db));
         drop(guard);
         remove_dir_if_exists(&old)?;
         Ok(())
@@ -469,6 +531,14 @@ impl StateRead for CachedView<'_> {
         SHARD
     }
 
+    /// The latest state's floor; a view pinned to a snapshot keeps none.
+    fn due_floor(&self) -> Timestamp {
+        match self.snap {
+            None if self.db.is_some() => self.hot.due_floor(),
+            _ => Timestamp::ZERO,
+        }
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         if let Some(record) = self.hot.records.get(key) {
             return Ok(Some(record));
@@ -510,6 +580,20 @@ impl RocksView<'_> {
         }
         o
     }
+
+    /// Read options for an iterator over the keys that start with `sprefix`, and no others: with
+    /// its bounds, RocksDB skips table files and data blocks outside the prefix instead of reading
+    /// the first key past it to learn that the scan is over (issue #30: most scans of an action
+    /// find one key or none, like an object's due index, and a state of a few hundred MB served
+    /// them from table files).
+    fn bounded(&self, sprefix: &[u8]) -> ReadOptions {
+        let mut o = self.opts();
+        o.set_iterate_lower_bound(sprefix.to_vec());
+        if let Some(end) = kungfu_core::keys::prefix_end(sprefix) {
+            o.set_iterate_upper_bound(end);
+        }
+        o
+    }
 }
 
 impl StateRead for RocksView<'_> {
@@ -534,7 +618,7 @@ impl StateRead for RocksView<'_> {
             _ => sprefix.clone(),
         };
         let mut out = Vec::new();
-        let mut it = self.db.raw_iterator_cf_opt(cf, self.opts());
+        let mut it = self.db.raw_iterator_cf_opt(cf, self.bounded(&sprefix));
         it.seek(&start);
         while it.valid() && out.len() < limit {
             let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
@@ -555,7 +639,7 @@ impl StateRead for RocksView<'_> {
     fn scan_rev(&self, prefix: &[u8], before: Option<&[u8]>, limit: usize) -> Result<Vec<(Key, Record)>, StateError> {
         let cf = family_cf(self.db, prefix)?;
         let sprefix = storage_key(prefix);
-        let mut it = self.db.raw_iterator_cf_opt(cf, self.opts());
+        let mut it = self.db.raw_iterator_cf_opt(cf, self.bounded(&sprefix));
         let bound = before.map(storage_key);
         match (&bound, kungfu_core::keys::prefix_end(&sprefix)) {
             (Some(b), _) if b.starts_with(&sprefix) => it.seek_for_prev(b),

@@ -125,6 +125,121 @@ fn rocksdb_state_matches_the_in_memory_state_command_by_command() {
     }
 }
 
+/// The scenario's thread with an assignment taken (a delivery deadline 10 s out), then posts
+/// before the deadline and one 30 s after it: the late post settles the deadline first (L4).
+fn deadline_scenario() -> Vec<Command> {
+    let mut w = World::new();
+    let mut cmds = Vec::new();
+    let mut run = |w: &mut World, p: Principal, a: Action, after: Micros| {
+        let key = w.fresh_key();
+        w.advance(after);
+        let cmd = Command::new(p, a, Some(key), w.now);
+        w.exec_cmd(&cmd);
+        cmds.push(cmd);
+    };
+    let sec = Micros::from_secs(1);
+    for n in 0..2 {
+        let a = Action::RegisterAgent {
+            key_hash: kungfu_core::secret::hash_secret(&format!("secret-{n}-{}", w.fresh_secret())),
+            key_fingerprint: kungfu_core::secret::fingerprint("kf_xxxxxxxxxxxxxxxx"),
+        };
+        run(&mut w, Principal::Registrar, a, sec);
+    }
+    let (a, b) = (kungfu_types::AgentId(1), kungfu_types::AgentId(2));
+    let t = kungfu_types::ThreadId(1);
+    run(&mut w, Principal::Agent(a), Action::CreateThread { subject: Content::from("s"), grant: None }, sec);
+    let (grant, secret) = w.new_grant(Role::Speaker);
+    run(&mut w, Principal::Agent(a), Action::IssueGrant { thread: t, grant }, sec);
+    run(&mut w, Principal::Agent(b), Action::Join { grant_hash: kungfu_core::secret::hash_secret(&secret) }, sec);
+    let post = |assignment| Action::Post {
+        thread: t,
+        body: kungfu_core::PostBody::Content(Content::from("work")),
+        reply_to: None,
+        ask: None,
+        task_ref: None,
+        assignment,
+    };
+    let asg = kungfu_core::NewAssignment {
+        addressee: b,
+        criteria: Content::from("criteria"),
+        output_structure: None,
+        delivery_window: Some(Micros::from_secs(10)),
+        judgment_window: None,
+    };
+    run(&mut w, Principal::Agent(a), post(Some(asg)), sec);
+    let assignment = kungfu_types::AssignmentId(1);
+    run(&mut w, Principal::Agent(b), Action::TakeAssignment { assignment }, sec);
+    run(&mut w, Principal::Agent(a), post(None), sec);
+    run(&mut w, Principal::Agent(a), post(None), Micros::from_secs(30));
+    cmds
+}
+
+/// Issue #30: the store's due floor lets an action skip the scan of its object's due index when
+/// nothing is due, and changes nothing it decides: the RocksDB state (which has the floor) and
+/// the in-memory one (which scans every time) write the same bytes for every command, the late
+/// post settles the deadline, and the floor follows the due index as it fills and empties.
+#[test]
+fn the_due_floor_skips_nothing_that_is_due() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let floor = |s: &Stores| s.state.read_latest(|v| v.due_floor());
+    assert_eq!(floor(&s), kungfu_types::Timestamp(u64::MAX), "an empty due index bounds every time");
+    let cmds = deadline_scenario();
+    let limits = Limits::default();
+    let mut mem = MemState::new();
+    let mut step = |cmd: &Command| {
+        let a = apply(&mem, cmd, &limits).expect("mem apply");
+        mem.commit(&a.changes);
+        let applier = s.state.applier();
+        let b = apply(&applier, cmd, &limits).expect("rocks apply");
+        assert_eq!(a.changes, b.changes, "the floor changed what {:?} writes", cmd.action.kind());
+        assert_eq!(a.receipt_bytes(), b.receipt_bytes());
+        s.state.commit(&b.changes, &[]).expect("commit");
+        b
+    };
+    let (late, before) = cmds.split_last().expect("commands");
+    for cmd in before {
+        step(cmd);
+    }
+    let due = s.state.read_latest(|v| v.scan_all(&keys::due_all())).expect("due index");
+    assert_eq!(due.len(), 1, "the taken assignment's delivery deadline: {due:?}");
+    let due_at = keys::due_time_of(&due[0].0).expect("due time");
+    assert_eq!(floor(&s), due_at, "the floor is the earliest due time");
+    assert!(before.iter().all(|c| c.ts < due_at), "nothing was due before the late post");
+    // A pending put lowers a transaction's floor; the store's stays until it is committed.
+    let earlier = kungfu_types::Timestamp(due_at.0 - 1);
+    let obligation = kungfu_core::model::ObligationId::AssignmentJudgment(kungfu_types::AssignmentId(9));
+    let index = kungfu_core::Record::Ref(kungfu_core::state::IndexRef::Obligation(obligation));
+    {
+        let view = s.state.applier();
+        let mut tx = Tx::new(&view);
+        tx.put(keys::due(earlier, obligation), index.clone());
+        assert_eq!(tx.due_floor(), earlier);
+        drop(tx);
+        assert_eq!(view.due_floor(), due_at);
+    }
+    // A read pinned to a snapshot keeps no floor (it bounds nothing).
+    assert_eq!(s.state.read(|v| v.due_floor()), kungfu_types::Timestamp::ZERO);
+
+    let applied = step(late);
+    let passed = applied.facts.iter().filter(|f| matches!(f.fact, kungfu_core::Fact::DeadlinePassed { .. })).count();
+    assert_eq!(passed, 1, "the late post settled the delivery deadline first (L4)");
+    assert_eq!(floor(&s), kungfu_types::Timestamp(u64::MAX), "the ended deadline left the due index empty");
+
+    // Reopened, the store reads its floor from the database.
+    let empty = MemState::new();
+    let mut tx = Tx::new(&empty);
+    tx.put(
+        keys::due(earlier, obligation),
+        kungfu_core::Record::Ref(kungfu_core::state::IndexRef::Obligation(obligation)),
+    );
+    s.state.commit(&tx.into_changes(), &[]).expect("commit");
+    assert_eq!(floor(&s), earlier);
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(floor(&s), earlier, "the floor after a reopen");
+}
+
 #[test]
 fn scans_agree_with_the_in_memory_state_in_both_directions() {
     let dir = tempfile::tempdir().expect("tempdir");

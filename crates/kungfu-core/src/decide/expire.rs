@@ -23,6 +23,10 @@ pub(super) fn expire(settled: Vec<ObligationId>) -> Res<ActionResult> {
 /// exactly one terminal fact (L4, L5). Returns what it ended.
 pub(crate) fn settle_due(cx: &mut Cx<'_>, object: ObjectRef) -> Res<Vec<ObligationId>> {
     let mut ended = Vec::new();
+    // L4: nothing anywhere is due before the floor, so nothing of this object is due now.
+    if cx.tx.due_floor() > cx.ts {
+        return Ok(ended);
+    }
     loop {
         let page = cx.tx.index_refs(&keys::object_due_of(object), 64)?;
         let mut progressed = false;
