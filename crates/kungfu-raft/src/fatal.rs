@@ -36,18 +36,19 @@ pub fn core_stop(raft: &Raft) -> Option<String> {
 
 /// Resolves, with the reason, as soon as this node's raft core stops (see [`core_stop`]),
 /// including a stop asked for by `Raft::shutdown` (`Fatal::Stopped`): callers stop waiting before
-/// they shut raft down themselves. Waits on the metrics channel; never polls.
+/// they shut raft down themselves. Never polls: it waits on the server metrics, whose sender the
+/// core drops when its task ends (a fatal error, a shutdown and a panic alike), then reads the
+/// reason from the full metrics' last value. Not on the full metrics themselves: they change on
+/// every commit round, and a waiter there was woken for each (issue #30).
 pub async fn core_stopped(raft: &Raft) -> String {
-    let mut rx = raft.metrics();
+    let mut rx = raft.server_metrics();
     loop {
-        // Read in a statement of its own: the watch guard must not live across the await.
-        let stopped = rx.borrow_and_update().running_state.as_ref().err().map(|f| f.to_string());
-        if let Some(reason) = stopped {
+        if let Some(reason) = core_stop(raft) {
             return reason;
         }
         if rx.changed().await.is_err() {
             // The sender is gone: the core's task ended. Its last value may still say why.
-            let last = rx.borrow_watched().running_state.as_ref().err().map(|f| f.to_string());
+            let last = raft.metrics().borrow_watched().running_state.as_ref().err().map(|f| f.to_string());
             return last.unwrap_or_else(|| CORE_TASK_ENDED.to_string());
         }
     }

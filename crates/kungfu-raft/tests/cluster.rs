@@ -118,7 +118,9 @@ impl Cluster {
             match self.nodes[&leader].write(cmd.clone()).await {
                 Ok((Response::Applied { outcome: Ok(r), .. }, log_id)) => return (r, log_id.index),
                 Ok(other) => panic!("write was not applied: {other:?}"),
-                Err(WriteError::NotLeader { .. }) => {}
+                // Every command carries an idempotency key, so asking again after a leader moved
+                // (or left the outcome unknown) applies it at most once (L3).
+                Err(WriteError::NotLeader { .. } | WriteError::NotCaughtUp(_) | WriteError::Indeterminate(_)) => {}
                 Err(e) => panic!("write failed: {e}"),
             }
             assert!(start.elapsed() < BOUND, "no leader accepted the write");
@@ -231,7 +233,9 @@ async fn a_killed_leader_loses_no_acknowledged_action_and_writes_resume() {
     assert_ne!(new, old);
     // Every acknowledged request is still there: replaying it returns its original receipt.
     // Leadership may still move right after an election (a second term on a loaded machine), so a
-    // replay refused NOT_LEADER asks again who leads, a bounded number of times.
+    // replay refused as not-leader or not caught up, or whose outcome the move left unknown, asks
+    // again who leads, a bounded number of times (a replay is idempotent, L3: asking again is
+    // safe, and a lost action would answer a fresh receipt, not an error).
     for (cmd, receipt) in &acked {
         let mut tries = 0;
         loop {
@@ -241,7 +245,12 @@ async fn a_killed_leader_loses_no_acknowledged_action_and_writes_resume() {
                     assert_eq!(&r, receipt);
                     break;
                 }
-                Err(WriteError::NotLeader { .. }) if tries < 20 => tries += 1,
+                Err(WriteError::NotLeader { .. } | WriteError::NotCaughtUp(_) | WriteError::Indeterminate(_))
+                    if tries < 20 =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
                 other => panic!("acknowledged {:?} not found after failover: {other:?}", cmd.action.kind()),
             }
         }
