@@ -109,6 +109,12 @@ pub trait StateRead {
     fn due_floor(&self) -> Timestamp {
         Timestamp::ZERO
     }
+
+    /// Whether this state keeps what it read, so that an overlay over it need not keep a copy of
+    /// its own ([`Tx`]: a command's two phases are overlays over the batch's, issue #30).
+    fn caches_reads(&self) -> bool {
+        false
+    }
 }
 
 impl<T: StateRead + ?Sized> StateRead for &T {
@@ -123,6 +129,9 @@ impl<T: StateRead + ?Sized> StateRead for &T {
     }
     fn due_floor(&self) -> Timestamp {
         (**self).due_floor()
+    }
+    fn caches_reads(&self) -> bool {
+        (**self).caches_reads()
     }
     fn group(&self) -> GroupId {
         (**self).group()
@@ -284,9 +293,16 @@ impl StateRead for Tx<'_> {
         pending.map_or(base, |t| t.min(base))
     }
 
+    fn caches_reads(&self) -> bool {
+        true
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Record>, StateError> {
         if let Some(v) = self.writes.get(key) {
             return Ok(v.clone());
+        }
+        if self.base.caches_reads() {
+            return self.base.get(key);
         }
         if let Some(v) = self.read.borrow().get(key) {
             return Ok(v.clone());
@@ -536,5 +552,26 @@ mod tests {
         let inner = Tx::new(&tx);
         assert_eq!(inner.get(b"missing").expect("read"), Some(record(3)));
         assert_eq!(inner.get(b"a").expect("read"), None);
+    }
+
+    #[test]
+    fn an_overlay_over_an_overlay_reads_through_the_outer_cache_and_still_sees_every_write() {
+        let mut base = MemState::new();
+        base.commit(&Changeset::from([(b"a".to_vec(), Some(record(1))), (b"b".to_vec(), Some(record(2)))]));
+        let counted = Counted { inner: &base, gets: Cell::new(0) };
+        let mut outer = Tx::new(&counted);
+        outer.put(b"b".to_vec(), record(20));
+        let mut inner = Tx::new(&outer);
+        for _ in 0..3 {
+            assert_eq!(inner.get(b"a").expect("read"), Some(record(1)));
+            assert_eq!(inner.get(b"b").expect("read"), Some(record(20)), "the outer overlay's write");
+            assert_eq!(inner.get(b"missing").expect("read"), None);
+        }
+        assert_eq!(counted.gets.get(), 2, "the outer overlay read each base key once (b is its own write)");
+        inner.put(b"a".to_vec(), record(10));
+        assert_eq!(inner.get(b"a").expect("read"), Some(record(10)), "the inner overlay's own write wins");
+        let changes = inner.into_changes();
+        assert_eq!(changes.len(), 1, "the inner overlay's changes are its writes only: {changes:?}");
+        assert_eq!(outer.get(b"a").expect("read"), Some(record(1)), "the outer overlay is untouched");
     }
 }
