@@ -356,7 +356,7 @@ async def test_the_stdio_bridge_acts_as_the_profiles_agent(cluster: Cluster, rev
 
 
 DEFAULT_ONLY = {"agent_register", "turn_get", "turn_wait", "thread_post", "assignment_take", "task_take", "memory_create"}
-COORD = {"memory_write_labeled", "memory_widen_scope", "message_send", "work_scatter", "mailbox_get", "collective_get", "barrier_get"}
+COORD = {"memory_write_labeled", "memory_widen_scope", "message_send", "work_scatter", "mailbox_get", "collective_get", "barrier_get", "barrier_wait"}
 RECORDS = {"record_create", "record_patch", "record_get", "record_events_get", "record_body_get"}
 
 
