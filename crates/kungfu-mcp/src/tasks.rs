@@ -4,8 +4,9 @@
 //!
 //! A host that declares the extension (in a request's `_meta` client capabilities, or at its
 //! 2025-11-25 session's `initialize`) and calls a long wait that would wait (`turn_wait` when
-//! nothing is owed, `barrier_wait` on a barrier still waiting) gets a task handle at once (`resultType: "task"`) instead of a call held open for up to a minute; it polls
-//! `tasks/get` until the task is terminal, and the terminal task carries the very result the call
+//! nothing is owed, `barrier_wait` on a barrier still waiting) gets a task handle at once
+//! (`resultType: "task"`) instead of a call held open for up to a minute; it polls `tasks/get`
+//! until the task is terminal, and the terminal task carries the very result the call
 //! would have answered. A host that does not declare it sees no change. This module is the store;
 //! the door ([`crate::door`]) runs the waits.
 //!

@@ -1,6 +1,6 @@
 //! The door end to end, in process: a small tonic server implementing four services of the real
-//! API (turns, agents, barriers of the coordination layer, the watch feeds) on a loopback port, a [`Door`] over a channel to it,
-//! its HTTP router on another loopback port, driven by rmcp's own Streamable HTTP client in both
+//! API (turns, agents, barriers of the coordination layer, the watch feeds) on a loopback port, a
+//! [`Door`] over a channel to it, its HTTP router on another loopback port, driven by rmcp's own Streamable HTTP client in both
 //! protocol revisions, plus raw HTTP for what a client library would not send (a foreign Host, an
 //! oversize body).
 #![allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); the door still serves it.
