@@ -430,3 +430,113 @@ async fn next_entries(watch: &mut Option<tonic::Streaming<DynamicMessage>>) -> b
     let Some(stream) = watch.as_mut() else { return std::future::pending().await };
     matches!(stream.message().await, Ok(Some(_)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kungfu_api::pb;
+    use prost::Message;
+
+    fn dynamic(b: &pb::Barrier) -> DynamicMessage {
+        DynamicMessage::decode(registry().message("Barrier"), b.encode_to_vec().as_slice()).expect("decodes")
+    }
+
+    fn barrier(state: BarrierState, replies: &[Option<u64>]) -> pb::Barrier {
+        let ranks = replies
+            .iter()
+            .enumerate()
+            .map(|(i, by)| pb::BarrierRank {
+                rank: u32::try_from(i).expect("few ranks"),
+                member: format!("ag_{i}"),
+                arrival: if by.is_some() {
+                    pb::BarrierArrival::Replied as i32
+                } else {
+                    pb::BarrierArrival::Pending as i32
+                },
+                replied_by_entry: *by,
+            })
+            .collect();
+        pb::Barrier {
+            thread: "th_7".into(),
+            entry: 3,
+            size: 3,
+            state: state as i32,
+            pending: 1,
+            ranks,
+            ..Default::default()
+        }
+    }
+
+    fn args(v: Json) -> JsonObject {
+        match v {
+            Json::Object(o) => o,
+            _ => unreachable!("an object"),
+        }
+    }
+
+    #[test]
+    fn only_released_and_broken_end_a_barrier_wait() {
+        assert!(barrier_final(&dynamic(&barrier(BarrierState::Released, &[]))));
+        assert!(barrier_final(&dynamic(&barrier(BarrierState::Broken, &[]))));
+        assert!(!barrier_final(&dynamic(&barrier(BarrierState::Waiting, &[]))));
+        // A state this door does not know is not final: a later read decides.
+        assert!(!barrier_final(&dynamic(&barrier(BarrierState::Unspecified, &[]))));
+    }
+
+    #[test]
+    fn the_thread_s_watch_starts_after_the_newest_reply_the_barrier_names() {
+        assert_eq!(newest_entry(&dynamic(&barrier(BarrierState::Waiting, &[None, None]))), 3, "its own entry");
+        assert_eq!(newest_entry(&dynamic(&barrier(BarrierState::Waiting, &[Some(9), None, Some(5)]))), 9);
+    }
+
+    #[test]
+    fn a_wait_s_arguments_are_checked_with_the_door_s_field_errors() {
+        let field = |kind: &ToolKind, v: Json| checked(kind, Some(&args(v))).err().map(|e| e.field);
+        let barrier_wait = ToolKind::BarrierWait;
+        assert_eq!(field(&barrier_wait, json!({"thread": "th_7", "entry": 3, "timeout_secs": 60})), None);
+        assert_eq!(
+            field(&barrier_wait, json!({"thread": "th_7", "entry": 3, "timeout_secs": 61})),
+            Some("timeout_secs".into())
+        );
+        assert_eq!(
+            field(&barrier_wait, json!({"thread": "th_7", "entry": 3, "timeout_secs": -1})),
+            Some("timeout_secs".into())
+        );
+        assert_eq!(field(&barrier_wait, json!({"thread": "th_7", "entrie": 3})), Some("entrie".into()));
+        assert_eq!(field(&ToolKind::TurnWait, json!({"thread": "th_7"})), Some("thread".into()), "not turn_wait's");
+        let Ok((secs, Asked::Barrier(request))) =
+            checked(&barrier_wait, Some(&args(json!({"thread": "th_7", "entry": 3}))))
+        else {
+            panic!("a barrier request")
+        };
+        assert_eq!(secs, WAIT_DEFAULT_SECS);
+        assert_eq!(json::message_to_json(&request), json!({"thread": "th_7", "entry": 3}), "no timeout_secs in it");
+    }
+
+    #[test]
+    fn a_finished_barrier_task_says_how_the_wait_ended() {
+        let first = dynamic(&barrier(BarrierState::Waiting, &[None, Some(4), None]));
+        let wait = Wait {
+            timeout_secs: 60,
+            started: Instant::now(),
+            awaited: Awaited::Barrier { request: first.clone(), first: first.clone() },
+        };
+        assert!(wait.working_message().contains("th_7#3") && wait.working_message().contains("1 of 3 ranks pending"));
+        let answer = |b: &pb::Barrier| result::success(json::message_to_json(&dynamic(b)), None);
+        let released = answer(&barrier(BarrierState::Released, &[]));
+        assert_eq!(
+            wait.finished_message(&released).as_deref(),
+            Some("barrier th_7#3 released: every responder arrived")
+        );
+        let still = wait.finished_message(&answer(&barrier(BarrierState::Waiting, &[]))).expect("a message");
+        assert!(
+            still.starts_with("barrier th_7#3 still waiting after 60 s") && still.contains("barrier_wait"),
+            "{still}"
+        );
+        let refused = result::rejection(&Rejection::new(kungfu_types::Code::NotFound, "no such thread"), None);
+        assert_eq!(
+            wait.finished_message(&refused).as_deref(),
+            Some("refused with NOT_FOUND; the result says why and what to do next")
+        );
+    }
+}
