@@ -1,8 +1,8 @@
 //! [`Door`]: the rmcp server handler. It lists the registry's tools and serves a call as one gRPC
 //! call to a node's public API (or, for the long waits `turn_wait` and `barrier_wait`, a read and a
-//! bounded wait on a watch feed, [`crate::waits`]), with the bearer credential of the MCP request. Other HTTP doors of a node (the
-//! web console) dispatch through it too: read tools ([`Door::call_read_tool`]) and the watch feeds
-//! ([`Door::open_watch`]).
+//! bounded wait on a watch feed, [`crate::waits`]), with the bearer credential of the MCP request.
+//! Other HTTP doors of a node (the web console) dispatch through it too: read tools
+//! ([`Door::call_read_tool`]) and the watch feeds ([`Door::open_watch`]).
 //!
 //! What is a JSON-RPC error and what is a tool result (the issue's rule): an unknown tool and
 //! arguments that are not a JSON object (rmcp refuses those before us) are JSON-RPC errors, and
@@ -18,8 +18,9 @@
 //!
 //! Tasks (issue #31): a long wait (`turn_wait`, `barrier_wait`) that would wait, from a host that
 //! declares the `io.modelcontextprotocol/tasks` extension, is answered with a task handle at once
-//! and waits in a keeper task; `tasks/get`, `tasks/update` and `tasks/cancel` read and end it ([`crate::tasks`]).
-//! Every other call, and every call of a host that does not declare the extension, is unchanged.
+//! and waits in a keeper task; `tasks/get`, `tasks/update` and `tasks/cancel` read and end it
+//! ([`crate::tasks`]). Every other call, and every call of a host that does not declare the
+//! extension, is unchanged.
 
 // rmcp marks logging deprecated (SEP-2577); both revisions the door serves still define it.
 #![allow(deprecated)]

@@ -1,7 +1,8 @@
 //! The one registry of tools, built once from the descriptor set of `kungfu.v1`: one tool per
-//! unary method of every agent service, plus the two long waits, `turn_wait` and `barrier_wait`. Nothing here is written per RPC: a call
-//! the API gains (the coordination layer's included) becomes a tool with a name, schemas, a
-//! description and annotations by the same rules, and the tests pin the result.
+//! unary method of every agent service, plus the two long waits, `turn_wait` and `barrier_wait`.
+//! Nothing here is written per RPC: a call the API gains (the coordination layer's included)
+//! becomes a tool with a name, schemas, a description and annotations by the same rules, and the
+//! tests pin the result.
 //!
 //! - Names are noun_verb: `<service noun>_<method>` (`thread_post`, `assignment_take`), and
 //!   `Get<X>` reads become `<x>_get` (`turn_get`, `working_set_get`, `entry_get`; a bare `Get` is

@@ -376,26 +376,33 @@ async fn wait_for_barrier(
 ) -> Result<DynamicMessage, Rejection> {
     let mut watch = open_thread_watch(api, caller, &barrier, deadline, cancel).await;
     let mut recheck = BARRIER_RECHECK_FIRST;
-    while !barrier_final(&barrier) {
-        let now = Instant::now();
-        if now >= deadline || cancel.is_cancelled() {
-            break;
+    loop {
+        if barrier_final(&barrier) || cancel.is_cancelled() {
+            return Ok(barrier);
         }
+        let now = Instant::now();
         let wake = deadline.min(now + recheck);
-        let woke = tokio::select! {
-            event = next_entries(&mut watch) => if event { Woke::Entries } else { Woke::WatchEnded },
-            _ = tokio::time::sleep_until(wake) => if wake >= deadline { Woke::Deadline } else { Woke::Timer },
-            _ = cancel.cancelled() => Woke::Cancelled,
+        let woke = if now >= deadline {
+            // Opening the watch took the time that was left.
+            Woke::Deadline
+        } else {
+            tokio::select! {
+                event = next_entries(&mut watch) => if event { Woke::Entries } else { Woke::WatchEnded },
+                _ = tokio::time::sleep_until(wake) => if wake >= deadline { Woke::Deadline } else { Woke::Timer },
+                _ = cancel.cancelled() => Woke::Cancelled,
+            }
         };
         match woke {
             Woke::Entries | Woke::Deadline => {}
             Woke::WatchEnded => watch = None,
             Woke::Timer => recheck = (recheck * 2).min(BARRIER_RECHECK),
-            Woke::Cancelled => break,
+            Woke::Cancelled => return Ok(barrier),
         }
         barrier = get_barrier(api, caller, request).await?;
+        if matches!(woke, Woke::Deadline) {
+            return Ok(barrier);
+        }
     }
-    Ok(barrier)
 }
 
 /// The thread's watch after the newest entry `barrier` names, or `None` when it cannot be opened
