@@ -356,7 +356,7 @@ async def test_the_stdio_bridge_acts_as_the_profiles_agent(cluster: Cluster, rev
 
 
 DEFAULT_ONLY = {"agent_register", "turn_get", "turn_wait", "thread_post", "assignment_take", "task_take", "memory_create"}
-COORD = {"memory_write_labeled", "memory_widen_scope", "message_send", "work_scatter", "mailbox_get", "collective_get", "barrier_get"}
+COORD = {"memory_write_labeled", "memory_widen_scope", "message_send", "work_scatter", "mailbox_get", "collective_get", "barrier_get", "barrier_wait"}
 RECORDS = {"record_create", "record_patch", "record_get", "record_events_get", "record_body_get"}
 
 
@@ -581,3 +581,45 @@ async def test_turn_wait_is_a_task_for_a_host_that_declares_the_extension(cluste
         # Owed now: the next turn_wait answers inline, no task.
         again = await worker.call("turn_wait")
         assert mentions(again["owed"], "NEXT_STEP_RESPOND") and len(tasks.handles) == 1
+
+
+@pytest.mark.anyio
+async def test_barrier_wait_is_a_task_for_a_host_that_declares_the_extension(cluster: Cluster) -> None:
+    """2026-07-28, as above: the lead's post asks two members; read as a barrier it waits, so the
+    lead's barrier_wait (toolset coord) is a task, working until the last member replies; the SDK's
+    call then returns the barrier released, validated against barrier_get's output schema."""
+    revision = "2026-07-28"
+    url = cluster.nodes[cluster.wait_for_leader()].mcp_url
+    _, lead_key = await register(url, revision)
+    first_id, first_key = await register(url, revision)
+    last_id, last_key = await register(url, revision)
+    tasks = Tasks()
+    async with (
+        connect(url + "?toolsets=coord", revision, lead_key, extensions=[tasks]) as lead,
+        connect(url, revision, first_key) as first,
+        connect(url, revision, last_key) as last,
+    ):
+        created = await lead.call("thread_create", subject="barrier", grant={"role": "ROLE_SPEAKER"})
+        thread = created["receipt"]["thread_created"]["thread"]
+        for member in (first, last):
+            await member.call("thread_join", grant_secret=created["grant_secret"])
+        ask = {"agents": [first_id, last_id]}
+        posted = await lead.call("thread_post", thread=thread, body={"content": "ready?"}, ask=ask)
+        entry = posted["receipt"]["posted"]["entry"]
+
+        waiting = asyncio.create_task(lead.call("barrier_wait", thread=thread, entry=entry, timeout_secs=60))
+        deadline = time.monotonic() + BOUND_S
+        while not tasks.statuses:
+            assert time.monotonic() < deadline and not waiting.done(), "barrier_wait never became a task"
+            await asyncio.sleep(0.05)
+        assert tasks.handles[0].status == "working" and tasks.statuses[0] == "working", tasks.statuses
+
+        await first.call("thread_post", thread=thread, body={"content": "ready"}, reply_to=entry)
+        assert not waiting.done(), "one member has not replied: the barrier waits"
+        await last.call("thread_post", thread=thread, body={"content": "ready"}, reply_to=entry)
+        barrier = await asyncio.wait_for(waiting, BOUND_S)
+        assert barrier["state"] == "BARRIER_STATE_RELEASED" and barrier["pending"] == 0, barrier
+        assert tasks.statuses[-1] == "completed", tasks.statuses
+        # Released now: a further wait answers inline, no task.
+        again = await lead.call("barrier_wait", thread=thread, entry=entry)
+        assert again == barrier and len(tasks.handles) == 1, again

@@ -1,8 +1,8 @@
 //! [`Door`]: the rmcp server handler. It lists the registry's tools and serves a call as one gRPC
-//! call to a node's public API (or, for `turn_wait`, a turn read and a bounded wait on the turn's
-//! watch feed), with the bearer credential of the MCP request. Other HTTP doors of a node (the
-//! web console) dispatch through it too: read tools ([`Door::call_read_tool`]) and the watch feeds
-//! ([`Door::open_watch`]).
+//! call to a node's public API (or, for the long waits `turn_wait` and `barrier_wait`, a read and a
+//! bounded wait on a watch feed, [`crate::waits`]), with the bearer credential of the MCP request.
+//! Other HTTP doors of a node (the web console) dispatch through it too: read tools
+//! ([`Door::call_read_tool`]) and the watch feeds ([`Door::open_watch`]).
 //!
 //! What is a JSON-RPC error and what is a tool result (the issue's rule): an unknown tool and
 //! arguments that are not a JSON object (rmcp refuses those before us) are JSON-RPC errors, and
@@ -16,10 +16,11 @@
 //! refused as a JSON-RPC error naming the set that has it, as an unknown tool is; an unknown set is
 //! an invalid-params error naming the known ones, on `tools/list` and `tools/call` alike.
 //!
-//! Tasks (issue #31): a `turn_wait` that would wait, from a host that declares the
-//! `io.modelcontextprotocol/tasks` extension, is answered with a task handle at once and waits in a
-//! keeper task; `tasks/get`, `tasks/update` and `tasks/cancel` read and end it ([`crate::tasks`]).
-//! Every other call, and every call of a host that does not declare the extension, is unchanged.
+//! Tasks (issue #31): a long wait (`turn_wait`, `barrier_wait`) that would wait, from a host that
+//! declares the `io.modelcontextprotocol/tasks` extension, is answered with a task handle at once
+//! and waits in a keeper task; `tasks/get`, `tasks/update` and `tasks/cancel` read and end it
+//! ([`crate::tasks`]). Every other call, and every call of a host that does not declare the
+//! extension, is unchanged.
 
 // rmcp marks logging deprecated (SEP-2577); both revisions the door serves still define it.
 #![allow(deprecated)]
@@ -27,13 +28,11 @@
 use crate::call::{self, Bearer, CALL_TIMEOUT, Caller, Vouched};
 use crate::features::{self, SessionLevel, Target};
 use crate::json;
-use crate::registry::{
-    IDEMPOTENCY_KEY, Rpc, TURN_WAIT, TURN_WAIT_DEFAULT_SECS, TURN_WAIT_MAX_SECS, ToolKind, registry,
-};
+use crate::registry::{IDEMPOTENCY_KEY, Rpc, ToolKind, ToolSpec, registry};
 use crate::result;
 use crate::tasks::{Owner, TaskLimits, Tasks};
 use crate::toolsets::{QUERY, Toolsets, UnknownToolset};
-use kungfu_api::FieldError;
+use crate::waits::{self, Start};
 use kungfu_types::{Code, Rejection};
 use prost_reflect::{DynamicMessage, Value as Proto};
 use rmcp::model::{
@@ -50,7 +49,6 @@ use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
@@ -361,6 +359,17 @@ impl Door {
         args: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let spec = self.served(name, ctx)?;
+        let caller = match self.caller(ctx) {
+            Ok(c) => c,
+            Err(r) => return Ok(result::rejection(&r, None)),
+        };
+        self.dispatch(&spec.kind, args, &caller, &ctx.ct).await
+    }
+
+    /// The tool `name` when this request is served it: a known tool of a toolset the request
+    /// names (or the door's own selection). Otherwise a JSON-RPC error, as for an unknown tool.
+    fn served(&self, name: &str, ctx: &RequestContext<RoleServer>) -> Result<&'static ToolSpec, ErrorData> {
         let sets = self.toolsets(ctx)?;
         let Some(spec) = registry().get(name) else {
             let shown: String = name.chars().take(MAX_ECHOED_NAME).collect();
@@ -379,11 +388,7 @@ impl Door {
                 ),
             ));
         }
-        let caller = match self.caller(ctx) {
-            Ok(c) => c,
-            Err(r) => return Ok(result::rejection(&r, None)),
-        };
-        self.dispatch(&spec.kind, args, &caller, &ctx.ct).await
+        Ok(spec)
     }
 
     /// One tool call for an authenticated-or-not caller; `cancel` ends a wait early.
@@ -396,7 +401,10 @@ impl Door {
     ) -> Result<CallToolResult, ErrorData> {
         match kind {
             ToolKind::Rpc(rpc) => self.call_rpc(rpc, args, caller).await,
-            ToolKind::TurnWait => self.turn_wait(args, caller, cancel).await,
+            ToolKind::TurnWait | ToolKind::BarrierWait => match waits::start(kind, &self.api, args, caller).await {
+                Start::Answer(answer) => Ok(answer),
+                Start::Wait(wait) => Ok(wait.finish(&self.api, caller, cancel).await),
+            },
         }
     }
 
@@ -417,49 +425,30 @@ impl Door {
         }
     }
 
-    /// `turn_wait`: the turn at once when something is owed; else a wait on WatchTurn until an
-    /// event brings an obligation or the time is up, then the turn again (the watch only wakes the
-    /// wait; the answer is always a fresh read, so it never depends on the feed, §8).
-    async fn turn_wait(
+    /// A long wait (`turn_wait`, `barrier_wait`) for a host that declared the Tasks extension:
+    /// answered inline when it answers at once (something owed, a final barrier, a refusal:
+    /// ext-tasks lets the server decide per request), else a task whose keeper runs the wait and
+    /// records its result, answered with the task's seed state (`resultType: "task"`).
+    async fn wait_task(
         &self,
-        args: Option<&JsonObject>,
-        caller: &Caller,
-        cancel: &CancellationToken,
-    ) -> Result<CallToolResult, ErrorData> {
-        match turn_wait_start(&self.api, args, caller).await {
-            TurnWait::Answer(answer) => Ok(answer),
-            TurnWait::Wait(wait) => Ok(wait.finish(&self.api, caller, cancel).await),
-        }
-    }
-
-    /// `turn_wait` for a host that declared the Tasks extension: answered inline when it answers
-    /// at once (something owed, a refusal: ext-tasks lets the server decide per request), else a
-    /// task whose keeper runs the wait and records its result, answered with the task's seed
-    /// state (`resultType: "task"`).
-    async fn turn_wait_task(
-        &self,
+        spec: &ToolSpec,
         args: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // The toolsets a request names are checked on every call (turn_wait is in every set).
-        self.toolsets(ctx)?;
+        let name = spec.name();
         let caller = match self.caller(ctx) {
             Ok(c) => c,
-            Err(r) => return Ok(self.logged(TURN_WAIT, ctx, result::rejection(&r, None)).await.into()),
+            Err(r) => return Ok(self.logged(name, ctx, result::rejection(&r, None)).await.into()),
         };
-        let wait = match turn_wait_start(&self.api, args, &caller).await {
-            TurnWait::Answer(answer) => return Ok(self.logged(TURN_WAIT, ctx, answer).await.into()),
-            TurnWait::Wait(wait) => wait,
+        let wait = match waits::start(&spec.kind, &self.api, args, &caller).await {
+            Start::Answer(answer) => return Ok(self.logged(name, ctx, answer).await.into()),
+            Start::Wait(wait) => wait,
         };
-        let message = format!(
-            "waiting up to {} s for an obligation on the turn's watch feed; tasks/get until the status is completed",
-            wait.timeout_secs
-        );
         let owner = self.owner(ctx, &caller);
         if owner.session().is_some() {
             self.session.made_tasks.store(true, Ordering::Relaxed);
         }
-        let created = self.tasks.create(owner, message)?;
+        let created = self.tasks.create(owner, wait.working_message())?;
         let (tasks, api, id) = (self.tasks.clone(), self.api.clone(), created.task.task_id.clone());
         let (stop, gone, expires) = (created.stop, created.gone, created.expires);
         // The keeper holds neither the session's door nor its scope, so a session that ends drops
@@ -472,7 +461,8 @@ impl Door {
                 answer = wait.finish(&api, &caller, &stop) => Some(answer),
             };
             if let Some(answer) = answer {
-                tasks.settle(&id, Ok(answer));
+                let message = wait.finished_message(&answer);
+                tasks.settle(&id, Ok(answer), message);
             }
             // The terminal state is kept for the task's time to live, then forgotten.
             tokio::select! {
@@ -506,93 +496,6 @@ impl Door {
             self.log(ctx, level, data).await;
         }
         answer
-    }
-}
-
-/// The first half of `turn_wait`: its arguments checked and the turn read once.
-enum TurnWait {
-    /// The call answers at once: something is owed, or it was refused.
-    Answer(CallToolResult),
-    /// Nothing is owed: the wait to run.
-    Wait(Wait),
-}
-
-/// A `turn_wait` that found nothing owed.
-struct Wait {
-    timeout_secs: u64,
-    started: Instant,
-}
-
-async fn turn_wait_start(api: &Channel, args: Option<&JsonObject>, caller: &Caller) -> TurnWait {
-    let timeout_secs = match turn_wait_timeout(args) {
-        Ok(t) => t,
-        Err(e) => return TurnWait::Answer(result::rejection(&e.to_rejection(), None)),
-    };
-    let started = Instant::now();
-    match get_turn(api, caller).await {
-        Err(r) => TurnWait::Answer(result::rejection(&r, None)),
-        Ok(turn) if owed_count(&turn) > 0 => TurnWait::Answer(result::success(turn_wait_answer(&turn, 0), None)),
-        Ok(_) => TurnWait::Wait(Wait { timeout_secs, started }),
-    }
-}
-
-impl Wait {
-    /// Waits for the turn to change (or the time to pass, or `cancel`) and reads it again.
-    async fn finish(&self, api: &Channel, caller: &Caller, cancel: &CancellationToken) -> CallToolResult {
-        let deadline = self.started + Duration::from_secs(self.timeout_secs);
-        if let Err(r) = wait_for_turn_change(api, caller, deadline, cancel).await {
-            return result::rejection(&r, None);
-        }
-        let turn = match get_turn(api, caller).await {
-            Ok(t) => t,
-            Err(r) => return result::rejection(&r, None),
-        };
-        let waited = self.started.elapsed().as_secs().min(self.timeout_secs);
-        result::success(turn_wait_answer(&turn, waited), None)
-    }
-}
-
-/// The first page of the turn, through the same registry entry as `turn_get`.
-async fn get_turn(api: &Channel, caller: &Caller) -> Result<DynamicMessage, Rejection> {
-    let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
-        unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
-    };
-    let request = DynamicMessage::new(rpc.method.input());
-    call::unary(api, rpc.path.clone(), rpc.method.output(), request, caller, CALL_TIMEOUT)
-        .await
-        .map_err(|s| refusal(&s))
-}
-
-/// Waits until a turn event brings an item, the stream ends, `deadline` passes or the host
-/// cancels. A stream refused at the start (too many open watches, a bad key) is the answer.
-/// Returning drops the stream, which ends the watch on the node.
-async fn wait_for_turn_change(
-    api: &Channel,
-    caller: &Caller,
-    deadline: Instant,
-    cancel: &CancellationToken,
-) -> Result<(), Rejection> {
-    let reg = registry();
-    let request = DynamicMessage::new(reg.message("WatchTurnRequest"));
-    let path = http::uri::PathAndQuery::from_static("/kungfu.v1.WatchService/WatchTurn");
-    let budget = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
-    let open = call::server_streaming(api, path, reg.message("TurnEvent"), request, caller, budget);
-    let mut stream = tokio::select! {
-        s = open => s.map_err(|s| refusal(&s))?,
-        _ = tokio::time::sleep_until(deadline) => return Ok(()),
-        _ = cancel.cancelled() => return Ok(()),
-    };
-    loop {
-        tokio::select! {
-            event = stream.message() => match event {
-                Ok(Some(e)) if upserted_count(&e) > 0 => return Ok(()),
-                Ok(Some(_)) => continue,
-                // Ended by the node (leader change, shutdown): read the turn again now.
-                Ok(None) | Err(_) => return Ok(()),
-            },
-            _ = tokio::time::sleep_until(deadline) => return Ok(()),
-            _ = cancel.cancelled() => return Ok(()),
-        }
     }
 }
 
@@ -642,7 +545,7 @@ impl WatchEvents {
 /// What a failed call answers. A status that is no Kungfu rejection means the node did not answer
 /// at all: the caller is told (UNAVAILABLE, outcome unknown), and it is logged here, the one place
 /// it is handled, because an unreachable API is something an operator looks at.
-fn refusal(status: &tonic::Status) -> Rejection {
+pub(crate) fn refusal(status: &tonic::Status) -> Rejection {
     if kungfu_api::status_rejection(status).is_none() {
         tracing::warn!(code = ?status.code(), message = status.message(), "the MCP door's call to the API got no answer");
     }
@@ -678,51 +581,6 @@ fn ensure_idempotency_key(request: &mut DynamicMessage) -> Result<String, ErrorD
     })?;
     request.set_field_by_name(IDEMPOTENCY_KEY, Proto::String(k.clone()));
     Ok(k)
-}
-
-/// `timeout_secs` of `turn_wait`: 1 to the maximum, default when absent.
-fn turn_wait_timeout(args: Option<&JsonObject>) -> Result<u64, FieldError> {
-    let Some(args) = args else { return Ok(TURN_WAIT_DEFAULT_SECS) };
-    if let Some(other) = args.keys().find(|k| *k != "timeout_secs") {
-        return Err(FieldError::new(other.clone(), "is not a field of turn_wait"));
-    }
-    match args.get("timeout_secs") {
-        None | Some(Json::Null) => Ok(TURN_WAIT_DEFAULT_SECS),
-        Some(v) => v.as_u64().filter(|n| (1..=TURN_WAIT_MAX_SECS).contains(n)).ok_or_else(|| {
-            FieldError::new("timeout_secs", format!("must be an integer from 1 to {TURN_WAIT_MAX_SECS}"))
-        }),
-    }
-}
-
-fn list_len(msg: &DynamicMessage, field: &str) -> usize {
-    msg.get_field_by_name(field).and_then(|v| v.as_list().map(<[Proto]>::len)).unwrap_or(0)
-}
-
-fn owed_count(turn: &DynamicMessage) -> usize {
-    list_len(turn, "items")
-}
-
-fn upserted_count(event: &DynamicMessage) -> usize {
-    list_len(event, "upserted")
-}
-
-/// `turn_wait`'s answer from a turn page.
-fn turn_wait_answer(turn: &DynamicMessage, waited_secs: u64) -> Json {
-    let page = json::message_to_json(turn);
-    let owed = page.get("items").cloned().unwrap_or_else(|| json!([]));
-    let n = owed.as_array().map_or(0, Vec::len);
-    let note = if n == 0 {
-        format!("nothing owed; waited {waited_secs} s; call turn_wait again to keep waiting")
-    } else {
-        format!("{n} obligation(s) owed; act on each as its `next` says")
-    };
-    json!({
-        "owed": owed,
-        "next_cursor": page.get("next_cursor").cloned().unwrap_or_else(|| json!("")),
-        "as_of_seq": page.get("as_of_seq").cloned().unwrap_or_else(|| json!(0)),
-        "wait_secs": waited_secs,
-        "note": note,
-    })
 }
 
 impl ServerHandler for Door {
@@ -761,10 +619,14 @@ impl ServerHandler for Door {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // ext-tasks, Capability Negotiation: a task only for a request that declares the
-        // extension (its `_meta`, or its 2025-11-25 session's initialize), and only for the wait.
+        // extension (its `_meta`, or its 2025-11-25 session's initialize), and only for a long wait
+        // of a toolset the request is served.
         let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-        if declared && request.name == TURN_WAIT {
-            return self.turn_wait_task(request.arguments.as_ref(), &context).await;
+        if declared {
+            let spec = self.served(&request.name, &context)?;
+            if spec.kind.waits() {
+                return self.wait_task(spec, request.arguments.as_ref(), &context).await;
+            }
         }
         self.call(&request.name, request.arguments.as_ref(), &context).await.map(CallToolResponse::from)
     }

@@ -19,6 +19,8 @@
 //! - [`result`]: success and rejection results.
 //! - [`door`]: [`Door`], the rmcp server handler.
 //! - [`features`]: logging, resources and the prompt, besides the tools.
+//! - [`waits`]: the long waits `turn_wait` and `barrier_wait`: a first read, then a bounded wait
+//!   a watch feed wakes and a fresh read answers.
 //! - [`tasks`]: [`Tasks`], long waits as MCP Tasks (the `io.modelcontextprotocol/tasks`
 //!   extension) for hosts that declare it: the store, its owners and limits.
 //! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
@@ -40,6 +42,7 @@ pub mod sessions;
 pub mod stdio;
 pub mod tasks;
 pub mod toolsets;
+pub mod waits;
 
 pub use door::{Door, WatchEvents, WatchFeed};
 pub use error::Error;

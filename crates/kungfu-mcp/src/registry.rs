@@ -1,7 +1,8 @@
 //! The one registry of tools, built once from the descriptor set of `kungfu.v1`: one tool per
-//! unary method of every agent service, plus `turn_wait`. Nothing here is written per RPC: a call
-//! the API gains (the coordination layer's included) becomes a tool with a name, schemas, a
-//! description and annotations by the same rules, and the tests pin the result.
+//! unary method of every agent service, plus the two long waits, `turn_wait` and `barrier_wait`.
+//! Nothing here is written per RPC: a call the API gains (the coordination layer's included)
+//! becomes a tool with a name, schemas, a description and annotations by the same rules, and the
+//! tests pin the result.
 //!
 //! - Names are noun_verb: `<service noun>_<method>` (`thread_post`, `assignment_take`), and
 //!   `Get<X>` reads become `<x>_get` (`turn_get`, `working_set_get`, `entry_get`; a bare `Get` is
@@ -28,11 +29,15 @@ use std::sync::{Arc, LazyLock};
 
 /// The package of the public API.
 pub const PACKAGE: &str = "kungfu.v1";
-/// Services of the package that are not agent calls: streams have their own tool (`turn_wait`),
-/// and the operator's service is not for agents.
+/// Services of the package that are not agent calls: streams have their own tools (`turn_wait`,
+/// `barrier_wait`), and the operator's service is not for agents.
 pub const NOT_AGENT_SERVICES: &[&str] = &["kungfu.v1.WatchService", "kungfu.v1.AdminService"];
 /// The name of the tool that waits for the turn (not an RPC).
 pub const TURN_WAIT: &str = "turn_wait";
+/// The name of the tool that waits for a barrier to release or break (not an RPC; issue #31).
+pub const BARRIER_WAIT: &str = "barrier_wait";
+/// The read whose answer `barrier_wait` gives, and whose output schema it shares.
+const BARRIER_GET: &str = "barrier_get";
 /// The field every write request carries (L3).
 pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
 /// The one method callable without an agent key.
@@ -128,6 +133,11 @@ const NEXT_STEPS: &[(&str, &str)] = &[
         "act on each item as its `next` says (respond: thread_post or thread_handle; deliver: assignment_deliver or task_deliver; judge: assignment_adopt or assignment_reject, task_adopt_engagement or task_reject_engagement); page on with next_cursor; turn_wait when nothing is owed.",
     ),
     (TURN_WAIT, "act on each owed item as its `next` says, or call turn_wait again."),
+    (BARRIER_GET, "barrier_wait to wait until it is released or broken."),
+    (
+        BARRIER_WAIT,
+        "on BARRIER_STATE_WAITING call barrier_wait again; on BARRIER_STATE_BROKEN the ranks say who did not arrive and how.",
+    ),
     ("opportunities_get", "assignment_take or task_take on one you can do."),
     (
         "record_get",
@@ -157,6 +167,15 @@ pub enum ToolKind {
     Rpc(Rpc),
     /// `turn_wait`: GetTurn, then a bounded wait on WatchTurn.
     TurnWait,
+    /// `barrier_wait`: GetBarrier, then a bounded wait on WatchThread and re-reads.
+    BarrierWait,
+}
+
+impl ToolKind {
+    /// A long wait: a tool a host that declares the Tasks extension may get as a task.
+    pub fn waits(&self) -> bool {
+        matches!(self, ToolKind::TurnWait | ToolKind::BarrierWait)
+    }
 }
 
 /// A unary method of the public API.
@@ -188,7 +207,8 @@ impl ToolSpec {
     }
 }
 
-/// Every tool, in a stable order (services and methods as declared, then `turn_wait`).
+/// Every tool, in a stable order (services and methods as declared, then `turn_wait` and
+/// `barrier_wait`).
 #[derive(Debug)]
 pub struct Registry {
     pool: DescriptorPool,
@@ -245,6 +265,8 @@ impl Registry {
             }
         }
         tools.push(turn_wait_tool(&pool));
+        let barrier_get = tools.iter().find(|t| t.name() == BARRIER_GET).expect("CoordService.GetBarrier is a tool");
+        tools.push(barrier_wait_tool(&pool, barrier_get));
         let mut index = HashMap::new();
         for (i, t) in tools.iter().enumerate() {
             let previous = index.insert(t.name().to_string(), i);
@@ -354,9 +376,20 @@ fn receipt_case(method: &MethodDescriptor) -> Option<&'static str> {
     RECEIPTS.iter().find(|(m, _)| *m == method.full_name()).map(|(_, case)| *case)
 }
 
-/// The limits of `turn_wait`'s wait.
-pub const TURN_WAIT_DEFAULT_SECS: u64 = 30;
-pub const TURN_WAIT_MAX_SECS: u64 = 60;
+/// The limits of a long wait (`turn_wait`, `barrier_wait`): a blocking call a host holds open is
+/// bounded well under the minutes hosts wait for a tool, and a task's wait under its time to live.
+pub const WAIT_DEFAULT_SECS: u64 = 30;
+pub const WAIT_MAX_SECS: u64 = 60;
+/// The argument of a long wait that bounds it, in seconds.
+pub const TIMEOUT_SECS: &str = "timeout_secs";
+
+/// The `timeout_secs` property of a long wait's input schema.
+fn timeout_property(what: &str) -> Json {
+    json!({
+        "type": "integer", "minimum": 1, "maximum": WAIT_MAX_SECS,
+        "description": format!("How long to wait {what}, in seconds (default {WAIT_DEFAULT_SECS}).")
+    })
+}
 
 fn turn_wait_tool(pool: &DescriptorPool) -> ToolSpec {
     let item = pool.get_message_by_name("kungfu.v1.TurnItem").expect("kungfu.v1.TurnItem is in the descriptor set");
@@ -364,10 +397,7 @@ fn turn_wait_tool(pool: &DescriptorPool) -> ToolSpec {
     let input = json!({
         "type": "object",
         "properties": {
-            "timeout_secs": {
-                "type": "integer", "minimum": 1, "maximum": TURN_WAIT_MAX_SECS,
-                "description": format!("How long to wait when nothing is owed, in seconds (default {TURN_WAIT_DEFAULT_SECS}).")
-            }
+            TIMEOUT_SECS: timeout_property("when nothing is owed")
         },
         "additionalProperties": false
     });
@@ -383,7 +413,7 @@ fn turn_wait_tool(pool: &DescriptorPool) -> ToolSpec {
         "additionalProperties": false
     });
     let description = format!(
-        "Answers at once with the caller's open obligations when something is owed; otherwise waits on the turn's watch feed until something is, up to timeout_secs (default {TURN_WAIT_DEFAULT_SECS}, at most {TURN_WAIT_MAX_SECS}), and answers \"nothing owed\" when the wait ends empty. Use it instead of calling turn_get in a loop. Needs: {NEEDS_KEY}. Returns: owed (TurnItem list), next_cursor, as_of_seq, wait_secs, note. Next: {}",
+        "Answers at once with the caller's open obligations when something is owed; otherwise waits on the turn's watch feed until something is, up to timeout_secs (default {WAIT_DEFAULT_SECS}, at most {WAIT_MAX_SECS}), and answers \"nothing owed\" when the wait ends empty. Use it instead of calling turn_get in a loop. Needs: {NEEDS_KEY}. Returns: owed (TurnItem list), next_cursor, as_of_seq, wait_secs, note. Next: {}",
         next_step(TURN_WAIT, false)
     );
     let tool = Tool::new(TURN_WAIT, description, Arc::new(object(input)))
@@ -391,6 +421,28 @@ fn turn_wait_tool(pool: &DescriptorPool) -> ToolSpec {
         .with_title("TurnService.GetTurn + WatchService.WatchTurn")
         .annotate(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false));
     ToolSpec { kind: ToolKind::TurnWait, toolset: Toolset::Default, tool }
+}
+
+/// `barrier_wait`: `barrier_get`'s arguments and `timeout_secs`, and `barrier_get`'s very output
+/// schema, so a host validates either answer alike (the Barrier as read).
+fn barrier_wait_tool(pool: &DescriptorPool, barrier_get: &ToolSpec) -> ToolSpec {
+    let ToolKind::Rpc(read) = &barrier_get.kind else { unreachable!("barrier_get is an RPC tool") };
+    let request = pool.get_message_by_name("kungfu.v1.GetBarrierRequest").expect("GetBarrierRequest is in the set");
+    assert_eq!(read.method.input().full_name(), request.full_name(), "barrier_wait takes barrier_get's request");
+    assert!(request.get_field_by_name(TIMEOUT_SECS).is_none(), "GetBarrierRequest has no field of barrier_wait's own");
+    let mut input = schema::message_schema(&request, Direction::Input);
+    add_property(&mut input, TIMEOUT_SECS, timeout_property("while the barrier is waiting"));
+    let output = barrier_get.tool.output_schema.clone().expect("barrier_get has an output schema");
+    let description = format!(
+        "Answers at once with the barrier when it is released or broken; otherwise waits until it is, up to timeout_secs (default {WAIT_DEFAULT_SECS}, at most {WAIT_MAX_SECS}), and answers it as it then stands (BARRIER_STATE_WAITING when the time ran out). A reply on the thread wakes the wait at once; a handle or a departure, which posts no entry, within a second. Use it instead of calling barrier_get in a loop. Needs: {NEEDS_KEY}. Returns: {}. Next: {}",
+        returns_text(&read.method.output(), None, false),
+        next_step(BARRIER_WAIT, false)
+    );
+    let tool = Tool::new(BARRIER_WAIT, description, Arc::new(input))
+        .with_raw_output_schema(output)
+        .with_title("CoordService.GetBarrier + WatchService.WatchThread")
+        .annotate(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false));
+    ToolSpec { kind: ToolKind::BarrierWait, toolset: barrier_get.toolset, tool }
 }
 
 fn object(v: Json) -> JsonObject {

@@ -3,9 +3,10 @@
 //! modelcontextprotocol/ext-tasks, cited below as "ext-tasks").
 //!
 //! A host that declares the extension (in a request's `_meta` client capabilities, or at its
-//! 2025-11-25 session's `initialize`) and calls `turn_wait` when nothing is owed gets a task
-//! handle at once (`resultType: "task"`) instead of a call held open for up to a minute; it polls
-//! `tasks/get` until the task is terminal, and the terminal task carries the very result the call
+//! 2025-11-25 session's `initialize`) and calls a long wait that would wait (`turn_wait` when
+//! nothing is owed, `barrier_wait` on a barrier still waiting) gets a task handle at once
+//! (`resultType: "task"`) instead of a call held open for up to a minute; it polls `tasks/get`
+//! until the task is terminal, and the terminal task carries the very result the call
 //! would have answered. A host that does not declare it sees no change. This module is the store;
 //! the door ([`crate::door`]) runs the waits.
 //!
@@ -59,7 +60,7 @@ pub struct TaskLimits {
     /// forgotten first.
     pub max_held: usize,
     /// How long a task is kept from its creation (`ttlMs`): longer than the longest wait
-    /// (`turn_wait`'s 60 s and two node calls), so a task ends before it is forgotten, with time
+    /// (`turn_wait`'s or `barrier_wait`'s 60 s and two node calls), so a task ends before it is forgotten, with time
     /// left for the host to read the result.
     pub ttl: Duration,
     /// The polling interval the door suggests (`pollIntervalMs`).
@@ -215,19 +216,18 @@ impl Tasks {
     }
 
     /// Records how a working task ended: its tool result (`completed`, `isError` ones too) or
-    /// the JSON-RPC error it met (`failed`) (ext-tasks, Task Execution Errors). A task already
-    /// terminal (cancelled meanwhile) or forgotten is left as it is.
-    pub fn settle(&self, id: &str, answer: Result<CallToolResult, ErrorData>) {
+    /// the JSON-RPC error it met (`failed`) (ext-tasks, Task Execution Errors), with `message`, a
+    /// line on the result for the status (`None` keeps the working one). A task already terminal
+    /// (cancelled meanwhile) or forgotten is left as it is.
+    pub fn settle(&self, id: &str, answer: Result<CallToolResult, ErrorData>, message: Option<String>) {
         let mut held = self.lock();
         let Some(h) = held.get_mut(id).filter(|h| h.working()) else { return };
         match answer {
             Ok(result) => {
-                let note = result.structured_content.as_ref().and_then(|s| s.get("note")).and_then(Json::as_str);
-                let message = note.map(str::to_string);
                 h.set(TaskPayload::Completed { result: object(serde_json::to_value(&result)) }, message);
             }
             Err(error) => {
-                let message = Some(error.message.to_string());
+                let message = message.or_else(|| Some(error.message.to_string()));
                 h.set(TaskPayload::Failed { error: object(serde_json::to_value(&error)) }, message);
             }
         }
@@ -391,13 +391,13 @@ mod tests {
         assert!(c.task.task_id.starts_with(TASK_ID_PREFIX) && c.task.task_id.len() == 35);
         assert_eq!((c.task.ttl_ms, c.task.poll_interval_ms), (Some(300_000), Some(1_000)));
         assert_eq!(tasks.get(&me, &c.task.task_id).expect("get").status(), TaskStatus::Working);
-        tasks.settle(&c.task.task_id, done());
+        tasks.settle(&c.task.task_id, done(), Some("nothing owed".into()));
         let got = serde_json::to_value(tasks.get(&me, &c.task.task_id).expect("get")).expect("json");
         assert_eq!(got["status"], "completed");
         assert_eq!(got["result"]["structuredContent"]["note"], "nothing owed");
         assert_eq!(got["statusMessage"], "nothing owed");
         // Terminal is final: neither a late settle nor a cancel changes it.
-        tasks.settle(&c.task.task_id, Err(ErrorData::internal_error("late", None)));
+        tasks.settle(&c.task.task_id, Err(ErrorData::internal_error("late", None)), None);
         tasks.cancel(&me, &c.task.task_id).expect("an idempotent ack");
         assert_eq!(tasks.get(&me, &c.task.task_id).expect("get").status(), TaskStatus::Completed);
     }
@@ -407,7 +407,7 @@ mod tests {
         let tasks = small();
         let me = owner(None, "a");
         let c = tasks.create(me, "waiting".into()).expect("created");
-        tasks.settle(&c.task.task_id, Err(ErrorData::internal_error("the node vanished", None)));
+        tasks.settle(&c.task.task_id, Err(ErrorData::internal_error("the node vanished", None)), None);
         let got = serde_json::to_value(tasks.get(&me, &c.task.task_id).expect("get")).expect("json");
         assert_eq!((got["status"].clone(), got["error"]["code"].clone()), (json!("failed"), json!(-32603)));
         assert!(got.get("result").is_none());
@@ -421,7 +421,7 @@ mod tests {
         tasks.cancel(&me, &c.task.task_id).expect("ack");
         assert!(c.stop.is_cancelled(), "the wait is told to stop");
         assert!(!c.gone.is_cancelled(), "the cancelled task is still held");
-        tasks.settle(&c.task.task_id, done());
+        tasks.settle(&c.task.task_id, done(), Some("nothing owed".into()));
         assert_eq!(tasks.get(&me, &c.task.task_id).expect("get").status(), TaskStatus::Cancelled);
     }
 
@@ -457,7 +457,7 @@ mod tests {
             (json!("LIMIT_EXCEEDED"), json!("io.modelcontextprotocol/tasks"), json!("revise"))
         );
         tasks.create(owner(None, "b"), "w".into()).expect("another caller has its own limit");
-        tasks.settle(&first.task.task_id, done());
+        tasks.settle(&first.task.task_id, done(), None);
         tasks.create(me, "w".into()).expect("room again once one ended");
     }
 
@@ -468,7 +468,7 @@ mod tests {
         let mut ids = Vec::new();
         for _ in 0..3 {
             let c = tasks.create(me, "w".into()).expect("created");
-            tasks.settle(&c.task.task_id, done());
+            tasks.settle(&c.task.task_id, done(), Some("nothing owed".into()));
             ids.push(c);
         }
         tasks.create(me, "w".into()).expect("the oldest finished one makes room");

@@ -1,12 +1,13 @@
-//! The door end to end, in process: a small tonic server implementing three services of the real
-//! API (turns, agents, the turn's watch feed) on a loopback port, a [`Door`] over a channel to it,
-//! its HTTP router on another loopback port, driven by rmcp's own Streamable HTTP client in both
+//! The door end to end, in process: a small tonic server implementing four services of the real
+//! API (turns, agents, barriers of the coordination layer, the watch feeds) on a loopback port, a
+//! [`Door`] over a channel to it, its HTTP router on another loopback port, driven by rmcp's own Streamable HTTP client in both
 //! protocol revisions, plus raw HTTP for what a client library would not send (a foreign Host, an
 //! oversize body).
 #![allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); the door still serves it.
 
 use kungfu_api::pb;
 use kungfu_api::pb::agent_service_server::{AgentService, AgentServiceServer};
+use kungfu_api::pb::coord_service_server::{CoordService, CoordServiceServer};
 use kungfu_api::pb::turn_service_server::{TurnService, TurnServiceServer};
 use kungfu_api::pb::watch_service_server::{WatchService, WatchServiceServer};
 use kungfu_mcp::registry::registry;
@@ -58,6 +59,49 @@ fn item(asg: &str) -> pb::TurnItem {
 /// What a registration carried of its client: `kungfu-client-addr` and `kungfu-door-token`.
 type SeenClient = (Option<String>, Option<String>);
 
+/// The one thread of the fake's barriers, and its entries read as barriers (COORDINATION §4.7):
+/// each over the author `ag_1` and two responders, `ag_2` (replied with the next entry) and `ag_3`.
+const BARRIER_THREAD: &str = "th_1";
+/// Waiting on `ag_3` until the test releases its reply: an entry on the thread's watch feed.
+const REPLIED_BARRIER: u64 = 3;
+/// Released already.
+const RELEASED_BARRIER: u64 = 4;
+/// Waiting for ever.
+const WAITING_BARRIER: u64 = 5;
+/// Waiting on `ag_3` until the test marks it handled: the barrier is released with no entry posted,
+/// so no feed tells of it and only a read does.
+const HANDLED_BARRIER: u64 = 6;
+/// Broken: `ag_3` left without arriving.
+const BROKEN_BARRIER: u64 = 8;
+/// The entry of `ag_3`'s reply to [`REPLIED_BARRIER`].
+const REPLY_ENTRY: u64 = 9;
+
+/// A barrier of the fake at `entry` standing as `state`.
+fn barrier(entry: u64, state: pb::BarrierState) -> pb::Barrier {
+    use pb::BarrierArrival as A;
+    let rank = |rank: u32, member: &str, arrival: A, by: Option<u64>| pb::BarrierRank {
+        rank,
+        member: member.into(),
+        arrival: arrival as i32,
+        replied_by_entry: by,
+    };
+    let last = match state {
+        pb::BarrierState::Released => rank(2, "ag_3", A::Replied, Some(REPLY_ENTRY)),
+        pb::BarrierState::Broken => rank(2, "ag_3", A::MembershipEnded, None),
+        _ => rank(2, "ag_3", A::Pending, None),
+    };
+    pb::Barrier {
+        thread: BARRIER_THREAD.into(),
+        entry,
+        author: "ag_1".into(),
+        size: 3,
+        ranks: vec![rank(0, "ag_1", A::Author, None), rank(1, "ag_2", A::Replied, Some(entry + 1)), last],
+        state: state as i32,
+        pending: u32::from(state == pb::BarrierState::Waiting),
+        absent: u32::from(state == pb::BarrierState::Broken),
+    }
+}
+
 /// The fake node's state: whether the waiter and the gated agent owe something yet (set by their
 /// watch feeds), what each registration carried of its client, the release of the gated agent's
 /// obligation, and how many turn watches are open (a wait that stopped closed its watch).
@@ -68,6 +112,14 @@ struct Node {
     release: Arc<tokio::sync::Notify>,
     open_watches: Arc<AtomicUsize>,
     registrations: Arc<std::sync::Mutex<Vec<SeenClient>>>,
+    /// [`REPLIED_BARRIER`]'s last rank replied (set by the thread's watch feed when the test
+    /// releases `reply`), and [`HANDLED_BARRIER`]'s handled (set by the test).
+    replied: Arc<AtomicBool>,
+    reply: Arc<tokio::sync::Notify>,
+    handled: Arc<AtomicBool>,
+    /// Every thread watch opened, `(thread, after_entry)`, and how many are open now.
+    thread_watches: Arc<std::sync::Mutex<Vec<(String, u64)>>>,
+    open_thread_watches: Arc<AtomicUsize>,
 }
 
 impl Node {
@@ -153,6 +205,66 @@ impl AgentService for Node {
 }
 
 #[tonic::async_trait]
+impl CoordService for Node {
+    async fn write_labeled(
+        &self,
+        _r: Request<pb::WriteLabeledRequest>,
+    ) -> Result<Response<pb::WriteLabeledResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn widen_scope(
+        &self,
+        _r: Request<pb::WidenScopeRequest>,
+    ) -> Result<Response<pb::WidenScopeResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn send(&self, _r: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn scatter(&self, _r: Request<pb::ScatterRequest>) -> Result<Response<pb::ScatterResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn get_mailbox(&self, _r: Request<pb::GetMailboxRequest>) -> Result<Response<pb::Mailbox>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn get_collective(&self, _r: Request<pb::GetCollectiveRequest>) -> Result<Response<pb::Collective>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn get_barrier(&self, r: Request<pb::GetBarrierRequest>) -> Result<Response<pb::Barrier>, Status> {
+        use pb::BarrierState as S;
+        self.agent(&r)?;
+        let r = r.into_inner();
+        if r.thread.is_empty() {
+            // What kungfu-api answers for an empty thread id.
+            return Err(kungfu_api::field_error_status(&kungfu_api::FieldError::missing("thread")));
+        }
+        let not_found = |field: &str, what: &str| {
+            kungfu_api::rejection_status(&Rejection::field(Code::NotFound, field, what.to_string()))
+        };
+        if r.thread != BARRIER_THREAD {
+            // Not a member, or no such thread: the same answer (§9).
+            return Err(not_found("thread", "no such thread among the caller's"));
+        }
+        let done = |flag: &AtomicBool| if flag.load(Ordering::SeqCst) { S::Released } else { S::Waiting };
+        let state = match r.entry {
+            REPLIED_BARRIER => done(&self.replied),
+            RELEASED_BARRIER => S::Released,
+            WAITING_BARRIER => S::Waiting,
+            HANDLED_BARRIER => done(&self.handled),
+            BROKEN_BARRIER => S::Broken,
+            _ => return Err(not_found("entry", "no such entry")),
+        };
+        Ok(Response::new(barrier(r.entry, state)))
+    }
+}
+
+#[tonic::async_trait]
 impl WatchService for Node {
     type WatchTurnStream = ReceiverStream<Result<pb::TurnEvent, Status>>;
     type WatchThreadStream = ReceiverStream<Result<pb::ThreadEvent, Status>>;
@@ -195,9 +307,29 @@ impl WatchService for Node {
 
     async fn watch_thread(
         &self,
-        _r: Request<pb::WatchThreadRequest>,
+        r: Request<pb::WatchThreadRequest>,
     ) -> Result<Response<Self::WatchThreadStream>, Status> {
-        Err(Status::unimplemented("not in this fake"))
+        self.agent(&r)?;
+        let r = r.into_inner();
+        self.thread_watches.lock().expect("lock").push((r.thread, r.after_entry));
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let node = self.clone();
+        node.open_thread_watches.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            // The reply to REPLIED_BARRIER, when the test releases it: the barrier is released and
+            // the entry is on the feed, as the real node applies a reply.
+            tokio::select! {
+                _ = node.reply.notified() => {
+                    node.replied.store(true, Ordering::SeqCst);
+                    let entry = pb::Entry { seq: REPLY_ENTRY, thread: BARRIER_THREAD.into(), ..Default::default() };
+                    let _ = tx.send(Ok(pb::ThreadEvent { entries: vec![entry], ..Default::default() })).await;
+                }
+                _ = tx.closed() => {}
+            }
+            tx.closed().await;
+            node.open_thread_watches.fetch_sub(1, Ordering::SeqCst);
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn watch_record(
@@ -245,6 +377,7 @@ async fn harness_full(max_body_bytes: usize, vouch: Option<&str>, limits: TaskLi
         tonic::transport::Server::builder()
             .add_service(TurnServiceServer::new(node.clone()))
             .add_service(AgentServiceServer::new(node.clone()))
+            .add_service(CoordServiceServer::new(node.clone()))
             .add_service(WatchServiceServer::new(node.clone()))
             .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), grpc_stop.cancelled_owned()),
     );
@@ -893,7 +1026,17 @@ async fn tasks_client(
     key: &str,
     lifecycle: ClientLifecycleMode,
 ) -> RunningService<RoleClient, ClientConfig> {
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", h.mcp)).auth_header(key);
+    tasks_client_at(h, key, lifecycle, "").await
+}
+
+/// [`tasks_client`] at `/mcp` with `query` after it (`?toolsets=coord`).
+async fn tasks_client_at(
+    h: &Harness,
+    key: &str,
+    lifecycle: ClientLifecycleMode,
+    query: &str,
+) -> RunningService<RoleClient, ClientConfig> {
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp{query}", h.mcp)).auth_header(key);
     let transport = StreamableHttpClientTransport::from_config(config);
     let mut info = ClientConfig::default();
     info.capabilities = ClientCapabilities::builder().enable_tasks().build();
@@ -1084,4 +1227,171 @@ async fn a_session_s_tasks_end_with_the_session() {
     let tasks = h.door.tasks().clone();
     eventually("the session's tasks are forgotten", async || tasks.held() == 0).await;
     eventually("and their waits closed", async || node.open_watches.load(Ordering::SeqCst) == 0).await;
+}
+
+// --- barrier_wait (issue #31): a barrier's wait, as a Task for a host that declares the extension ---
+
+const COORD: &str = "?toolsets=coord";
+
+fn barrier_args(entry: u64, timeout_secs: u64) -> Json {
+    json!({"thread": BARRIER_THREAD, "entry": entry, "timeout_secs": timeout_secs})
+}
+
+/// The barrier as the door maps it (`barrier_get`'s answer).
+fn barrier_json(entry: u64, state: pb::BarrierState) -> Json {
+    let bytes = prost::Message::encode_to_vec(&barrier(entry, state));
+    let b = prost_reflect::DynamicMessage::decode(registry().message("Barrier"), bytes.as_slice()).expect("decodes");
+    kungfu_mcp::json::message_to_json(&b)
+}
+
+#[tokio::test]
+async fn barrier_wait_as_a_task_works_until_the_last_rank_replies_then_completes_with_the_barrier() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = tasks_client_at(&h, GOOD, lifecycle.clone(), COORD).await;
+        let answer = call_once(&c, "barrier_wait", barrier_args(REPLIED_BARRIER, 60)).await.expect("an answer");
+        let CallToolResponse::Task(task) = answer else { panic!("a task handle, not {answer:?}") };
+        let task = task.task;
+        assert_eq!((task.status, task.ttl_ms), (TaskStatus::Working, Some(300_000)));
+        let message = task.status_message.clone().unwrap_or_default();
+        assert!(message.contains("th_1#3") && message.contains("1 of 3 ranks pending"), "{message}");
+        // The wait watches the thread after the newest entry the barrier names (ag_2's reply), so
+        // the replies already read do not wake it again.
+        let node = h.node.clone();
+        eventually("the wait watches the thread", async || node.open_thread_watches.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(node.thread_watches.lock().expect("lock").clone(), vec![(BARRIER_THREAD.to_string(), 4)]);
+        // ag_3 has not replied, so the barrier waits, whatever the timing.
+        assert_eq!(task_json(&c, &task.task_id).await["status"], json!("working"));
+        assert_eq!(h.door.tasks().working(), 1);
+
+        // The last rank replies: the entry on the thread's feed wakes the wait, which reads the
+        // barrier released and completes with barrier_get's answer.
+        node.reply.notify_one();
+        let mut done = Json::Null;
+        eventually("the task completes", async || {
+            done = task_json(&c, &task.task_id).await;
+            done["status"] == json!("completed")
+        })
+        .await;
+        let result = &done["result"];
+        assert_eq!(result["isError"], json!(false), "{done}");
+        assert_eq!(result["structuredContent"], barrier_json(REPLIED_BARRIER, pb::BarrierState::Released));
+        assert_eq!(done["statusMessage"], json!("barrier th_1#3 released: every responder arrived"));
+        eventually("the wait closed its watch", async || node.open_thread_watches.load(Ordering::SeqCst) == 0).await;
+    }
+}
+
+#[tokio::test]
+async fn a_final_barrier_or_a_refusal_is_answered_inline_even_for_a_tasks_host() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = tasks_client_at(&h, GOOD, lifecycle.clone(), COORD).await;
+        for (entry, state) in
+            [(RELEASED_BARRIER, pb::BarrierState::Released), (BROKEN_BARRIER, pb::BarrierState::Broken)]
+        {
+            let answer = call_once(&c, "barrier_wait", barrier_args(entry, 60)).await.expect("an answer");
+            let CallToolResponse::Complete(r) = answer else { panic!("an inline result, not {answer:?}") };
+            assert_eq!(r.is_error, Some(false));
+            assert_eq!(structured(&r), barrier_json(entry, state), "barrier_get's very answer");
+        }
+        // Input errors: the door's usual rejection, a stable code naming the field, inline.
+        let refusals = [
+            (
+                json!({"thread": BARRIER_THREAD, "entry": WAITING_BARRIER, "timeout_secs": 0}),
+                "INVALID_ARGUMENT",
+                "timeout_secs",
+            ),
+            (
+                json!({"thread": BARRIER_THREAD, "entry": WAITING_BARRIER, "timeout_secs": 61}),
+                "INVALID_ARGUMENT",
+                "timeout_secs",
+            ),
+            (json!({"thread": BARRIER_THREAD, "entrie": WAITING_BARRIER}), "INVALID_ARGUMENT", "entrie"),
+            (json!({"thread": BARRIER_THREAD, "entry": "five"}), "INVALID_ARGUMENT", "entry"),
+            (json!({"entry": WAITING_BARRIER}), "INVALID_ARGUMENT", "thread"),
+            (json!({"thread": "th_404", "entry": WAITING_BARRIER}), "NOT_FOUND", "thread"),
+            (json!({"thread": BARRIER_THREAD, "entry": 77}), "NOT_FOUND", "entry"),
+        ];
+        for (args, code, field) in refusals {
+            let answer = call_once(&c, "barrier_wait", args.clone()).await.expect("an answer");
+            let CallToolResponse::Complete(r) = answer else { panic!("{args}: an inline refusal, not {answer:?}") };
+            assert_eq!(r.is_error, Some(true), "{args}");
+            let e = structured(&r);
+            assert_eq!((e["code"].clone(), e["field"].clone()), (json!(code), json!(field)), "{args}: {e}");
+            let next = if code == "NOT_FOUND" { "stop" } else { "revise" };
+            assert_eq!(e["next_step"], json!(next), "{args}: {e}");
+        }
+        assert_eq!(h.door.tasks().held(), 0, "no task was made");
+        assert_eq!(h.node.thread_watches.lock().expect("lock").len(), 0, "nor any watch opened");
+    }
+}
+
+#[tokio::test]
+async fn barrier_wait_answers_the_barrier_still_waiting_when_the_time_runs_out() {
+    let h = harness(1 << 20).await;
+    let c = client_at(&h, Some(GOOD), stateless(), COORD).await;
+    let r = call(&c, "barrier_wait", barrier_args(WAITING_BARRIER, 1)).await;
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(structured(&r), barrier_json(WAITING_BARRIER, pb::BarrierState::Waiting), "as it stands, not an error");
+    let node = h.node.clone();
+    eventually("the wait closed its watch", async || node.open_thread_watches.load(Ordering::SeqCst) == 0).await;
+    c.cancel().await.expect("close");
+}
+
+/// A host without the Tasks extension holds the call; a handle posts no entry, so the wait sees it
+/// by re-reading the barrier, never through the feed.
+#[tokio::test]
+async fn a_host_that_does_not_declare_tasks_gets_barrier_wait_as_a_blocking_call() {
+    for lifecycle in [legacy(), stateless()] {
+        let h = harness(1 << 20).await;
+        let c = client_at(&h, Some(GOOD), lifecycle, COORD).await;
+        let peer = c.peer().clone();
+        let waiting =
+            tokio::spawn(async move { call_once(&peer, "barrier_wait", barrier_args(HANDLED_BARRIER, 60)).await });
+        let node = h.node.clone();
+        eventually("the wait watches the thread", async || node.open_thread_watches.load(Ordering::SeqCst) == 1).await;
+        assert!(!waiting.is_finished(), "ag_3 has not arrived: the call is held");
+        node.handled.store(true, Ordering::SeqCst);
+        let answer = tokio::time::timeout(Duration::from_secs(30), waiting).await.expect("answered").expect("joined");
+        let CallToolResponse::Complete(r) = answer.expect("an answer") else { panic!("a blocking answer, no task") };
+        assert_eq!(structured(&r), barrier_json(HANDLED_BARRIER, pb::BarrierState::Released));
+        assert_eq!(h.door.tasks().held(), 0, "no task was made");
+        eventually("the wait closed its watch", async || node.open_thread_watches.load(Ordering::SeqCst) == 0).await;
+    }
+}
+
+#[tokio::test]
+async fn cancelling_a_barrier_task_stops_its_wait_and_closes_the_thread_watch() {
+    let h = harness(1 << 20).await;
+    let c = tasks_client_at(&h, GOOD, stateless(), COORD).await;
+    let answer = call_once(&c, "barrier_wait", barrier_args(WAITING_BARRIER, 60)).await.expect("an answer");
+    let CallToolResponse::Task(task) = answer else { panic!("a task handle, not {answer:?}") };
+    let node = h.node.clone();
+    eventually("the wait watches the thread", async || node.open_thread_watches.load(Ordering::SeqCst) == 1).await;
+    c.cancel_task(CancelTaskParams::new(task.task.task_id.clone())).await.expect("ack");
+    assert_eq!(task_json(&c, &task.task.task_id).await["status"], json!("cancelled"));
+    eventually("the cancelled wait closes its watch", async || node.open_thread_watches.load(Ordering::SeqCst) == 0)
+        .await;
+}
+
+#[tokio::test]
+async fn barrier_wait_is_served_only_in_the_coord_toolset() {
+    let h = harness(64 * 1024).await;
+    for modern in [false, true] {
+        let mode = || if modern { stateless() } else { legacy() };
+        assert!(!listed_at(&h, mode(), "").await.iter().any(|n| n == "barrier_wait"), "not in the default set");
+        assert!(listed_at(&h, mode(), COORD).await.iter().any(|n| n == "barrier_wait"));
+        // Called without the set, it is refused naming it, for a Tasks host as for any other, and
+        // no task is made.
+        let plain = client(&h, Some(GOOD), mode()).await;
+        let tasks = tasks_client(&h, GOOD, mode()).await;
+        for c in [&plain, &tasks] {
+            let e =
+                mcp_error(call_once(c, "barrier_wait", barrier_args(WAITING_BARRIER, 5)).await.expect_err("refused"));
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+            assert!(e.message.contains("toolset `coord`") && e.message.contains("?toolsets=coord"), "{}", e.message);
+            assert_eq!(e.data.expect("data")["toolset"], json!("coord"));
+        }
+        assert_eq!(h.door.tasks().held(), 0);
+    }
 }

@@ -70,6 +70,7 @@ const NAMES: &[&str] = &[
     "opportunities_get",
     "working_set_get",
     "turn_wait",
+    "barrier_wait",
 ];
 
 fn tool(name: &str) -> &'static ToolSpec {
@@ -143,7 +144,7 @@ fn every_unary_agent_rpc_has_exactly_one_tool() {
     }
     let rpc_tools = reg.tools().iter().filter(|t| matches!(t.kind, ToolKind::Rpc(_))).count();
     assert_eq!(rpc_tools, unary);
-    assert_eq!(rpc_tools + 1, NAMES.len(), "the RPC tools and turn_wait");
+    assert_eq!(rpc_tools + 2, NAMES.len(), "the RPC tools, turn_wait and barrier_wait");
 }
 
 #[test]
@@ -248,6 +249,11 @@ fn input_schemas_accept_valid_calls_and_refuse_wrong_types() {
     assert!(!accepts("thread_change_role", json!({"role": "observer"})), "enums by their proto names");
     assert!(accepts("turn_wait", json!({"timeout_secs": 5})));
     assert!(!accepts("turn_wait", json!({"timeout_secs": 600})));
+    assert!(accepts("barrier_wait", json!({"thread": "th_1", "entry": 3, "timeout_secs": 60})));
+    assert!(accepts("barrier_wait", json!({"thread": "th_1", "entry": 3})), "the timeout has a default");
+    assert!(!accepts("barrier_wait", json!({"thread": "th_1", "entry": 3, "timeout_secs": 61})));
+    assert!(!accepts("barrier_wait", json!({"thread": "th_1", "entry": 3, "timeout_secs": 0})));
+    assert!(!accepts("barrier_wait", json!({"thread": "th_1", "entrie": 3})), "unknown keys are refused");
 }
 
 #[test]
@@ -417,6 +423,20 @@ fn every_result_the_door_can_answer_validates_against_its_tool_s_output_schema()
     }
 }
 
+/// Issue #31: `barrier_wait` answers what `barrier_get` answers, so a host validates both alike;
+/// only its input adds the bound of the wait.
+#[test]
+fn barrier_wait_answers_barrier_get_s_schema_and_takes_its_arguments() {
+    assert_eq!(output("barrier_wait"), output("barrier_get"));
+    let mut wait = input("barrier_wait");
+    let timeout = wait["properties"].as_object_mut().expect("properties").remove("timeout_secs").expect("timeout");
+    assert_eq!((timeout["minimum"].clone(), timeout["maximum"].clone()), (json!(1), json!(60)));
+    assert_eq!(timeout["maximum"], input("turn_wait")["properties"]["timeout_secs"]["maximum"], "one limit");
+    assert_eq!(wait, input("barrier_get"));
+    let read_only = tool("barrier_wait").tool.annotations.as_ref().and_then(|a| a.read_only_hint);
+    assert_eq!(read_only, Some(true), "a wait only reads");
+}
+
 #[test]
 fn every_tool_is_in_one_toolset_by_its_service() {
     for spec in registry().tools() {
@@ -427,6 +447,8 @@ fn every_tool_is_in_one_toolset_by_its_service() {
                 _ => Toolset::Default,
             },
             ToolKind::TurnWait => Toolset::Default,
+            // Issue #31: a barrier is the coordination layer's, so is the wait on one.
+            ToolKind::BarrierWait => Toolset::Coord,
         };
         assert_eq!(spec.toolset, want, "{}", spec.name());
     }
