@@ -600,3 +600,35 @@ async fn the_api_port_bounds_connections_per_peer_and_closes_silent_ones() {
     let fresh = Client { channel: connect(api).await, key: None };
     let _ = register_when_serving(&fresh, "bounds-fresh", || cluster.logs()).await;
 }
+
+/// `worker_threads` sizes the node's runtime (issue #30): a node given one thread still serves
+/// writes and linearizable reads (apply, raft and the door share it), and its metrics say how
+/// many worker threads it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_one_runtime_thread_serves_writes_and_reads() {
+    let http_port = free_port();
+    let cluster = Cluster::start(1, &format!("worker_threads = 1\nhttp_listen = \"127.0.0.1:{http_port}\"\n"));
+    let anon = Client { channel: connect(cluster.nodes[&1].api).await, key: None };
+    let (_, agent) = register_when_serving(&anon, "one-thread", || cluster.logs()).await;
+    for i in 0..20 {
+        let req =
+            agent.req(pb::CreateMemoryRequest { idempotency_key: format!("m{i}"), content: content(&format!("v{i}")) });
+        agent.memories().create(req).await.unwrap_or_else(|s| panic!("write {i}: {s}\n{}", cluster.logs()));
+    }
+    let read = agent.req(pb::GetMemoryRequest { memory: "mem_20".into(), version: None });
+    let got = agent.memories().get(read).await.unwrap_or_else(|s| panic!("read: {s}\n{}", cluster.logs()));
+    let body = got.into_inner().content.map(|c| c.body).unwrap_or_default();
+    assert_eq!(body, b"v19", "the last write reads back");
+    // The gauges are sampled every second.
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().expect("addr");
+    let start = Instant::now();
+    loop {
+        let answer = http_get(addr, "/metrics").await;
+        if let Some(v) = answer.lines().find_map(|l| l.strip_prefix("kungfu_runtime_worker_threads ")) {
+            assert_eq!(v.trim(), "1", "the runtime's worker threads");
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "no kungfu_runtime_worker_threads sample:\n{answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

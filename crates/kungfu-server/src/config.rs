@@ -245,7 +245,15 @@ pub struct Config {
     pub actors: crate::actors::ActorSettings,
     /// OpenTelemetry export (`[telemetry]`); off by default.
     pub telemetry: TelemetrySettings,
+    /// Threads of the node's async runtime (issue #30: a runtime sized for the machine). None:
+    /// one per CPU the process may use (tokio's default). RocksDB's background work and the raft
+    /// log's sync thread are not among them.
+    pub worker_threads: Option<usize>,
 }
+
+/// The most runtime threads a node may be given: past the cores of any machine it would run on,
+/// a setting this large is a typo.
+pub const MAX_WORKER_THREADS: usize = 1024;
 
 impl Default for Config {
     fn default() -> Config {
@@ -272,6 +280,7 @@ impl Default for Config {
             console: ConsoleSettings::default(),
             actors: crate::actors::ActorSettings::default(),
             telemetry: TelemetrySettings::default(),
+            worker_threads: None,
         }
     }
 }
@@ -394,6 +403,12 @@ impl Config {
         }
         if !self.registration.open && self.operator_token.is_none() {
             return Err(bad("registration.open", "closed registration needs an operator_token"));
+        }
+        if matches!(self.worker_threads, Some(n) if n == 0 || n > MAX_WORKER_THREADS) {
+            return Err(bad(
+                "worker_threads",
+                format!("must be 1 to {MAX_WORKER_THREADS}, or left out for one per CPU"),
+            ));
         }
         if self.actors.max_live == 0 || self.actors.max_pending == 0 || self.actors.max_in_flight == 0 {
             return Err(bad("actors", "max_live, max_pending and max_in_flight must be at least 1"));

@@ -89,6 +89,10 @@ fn describe() {
         "kungfu_ready",
         "1 while this node serves writes and linearizable reads (the /readyz rule), else 0."
     );
+    describe_gauge!(
+        "kungfu_runtime_worker_threads",
+        "Worker threads of the node's async runtime (the worker_threads setting, or one per CPU)."
+    );
     describe_gauge!("kungfu_raft_term", "This node's current raft term.");
     describe_gauge!("kungfu_raft_is_leader", "1 while this node is the raft leader, else 0.");
     describe_gauge!("kungfu_raft_leader_known", "1 while this node knows a leader, else 0.");
@@ -208,6 +212,8 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
         let index = |l: &Option<kungfu_raft::types::LogId>| l.as_ref().map(|l| l.index).unwrap_or(0);
         let last = m.last_log_index.unwrap_or(0);
         let (committed, applied) = (index(&m.local_committed), index(&m.last_applied));
+        metrics::gauge!("kungfu_runtime_worker_threads")
+            .set(tokio::runtime::Handle::current().metrics().num_workers() as f64);
         metrics::gauge!("kungfu_raft_term").set(m.current_term as f64);
         let leader = kungfu_raft::node::leader_in(&m);
         metrics::gauge!("kungfu_raft_is_leader").set(if leader == Some(node.id) { 1.0 } else { 0.0 });

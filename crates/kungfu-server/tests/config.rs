@@ -108,6 +108,8 @@ fn invalid_settings_are_refused_naming_the_setting() {
         ("http_listen", Box::new(|c| c.http_listen = Some(c.api_listen))),
         ("http_advertise", Box::new(|c| c.http_advertise = Some("http://h:1/mcp".into()))),
         ("mcp.max_body_bytes", Box::new(|c| c.mcp.max_body_bytes = 1024)),
+        ("worker_threads", Box::new(|c| c.worker_threads = Some(0))),
+        ("worker_threads", Box::new(|c| c.worker_threads = Some(kungfu_server::config::MAX_WORKER_THREADS + 1))),
         ("mcp.allowed_origins", Box::new(|c| c.mcp.allowed_origins = vec!["localhost:7600".into()])),
         ("mcp.allowed_hosts", Box::new(|c| c.mcp.allowed_hosts = vec![" ".into()])),
         (

@@ -192,7 +192,13 @@ fn run(args: Args) -> anyhow::Result<()> {
     if let Some(v) = args.operator_token {
         config.operator_token = Some(v);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Validated before the runtime is built, since one of the settings sizes it.
+    config.validate()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.worker_threads {
+        rt.worker_threads(n);
+    }
+    let rt = rt.enable_all().build()?;
     if let Some(Command::Restore { from }) = &args.command {
         init_logs(&args.log, args.log_format, None);
         let restored = rt.block_on(kungfu_server::admin::restore_for(from, &config))?;
@@ -213,7 +219,6 @@ fn run(args: Args) -> anyhow::Result<()> {
     }
     // The exporter's gRPC client runs on the node's runtime; a setting it cannot use stops the
     // start like any other.
-    config.validate()?;
     let telemetry = {
         let _in_runtime = rt.enter();
         Telemetry::start(&config.telemetry, config.node_id, &config.cluster_id)?
