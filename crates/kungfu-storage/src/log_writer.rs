@@ -17,6 +17,12 @@
 //! Rules kept here: a completion fires only after its entries are durable; completions fire in
 //! append order; after a failed sync or synced write nothing more is reported durable (every later
 //! completion gets the error: after a failed fsync the state of the WAL is unknown).
+//!
+//! An append may carry a mark (the raft crate's encoded last log id of its entries). After a sync,
+//! and before any completion it covers fires, the writer hands the mark of the last append the
+//! sync covered to its `after_sync` hook, which records it durably apart from the WAL (issue #33,
+//! `log_mark.rs`): so the record never claims more than was synced, and openraft never counts an
+//! entry as flushed before the record of it is durable. A failed hook fails the sync.
 
 use crate::error::Error;
 use crate::log_store::LogStore;
@@ -29,9 +35,14 @@ pub type Done = Box<dyn FnOnce(Result<(), Error>) + Send + 'static>;
 /// A write that must be durable when it returns, run on the writer thread in order.
 pub type SyncedOp = Box<dyn FnOnce(&LogStore) -> Result<(), Error> + Send + 'static>;
 
+/// Called on the writer thread after a sync, with the mark of the last append it covered, before
+/// any of them is reported durable. An error is a failed sync.
+pub type AfterSync = Box<dyn FnMut(&[u8]) -> Result<(), Error> + Send + 'static>;
+
 enum Job {
-    /// Entries already written unsynced: report them durable after the next sync.
-    Flush(Done),
+    /// Entries already written unsynced: report them durable after the next sync (and after the
+    /// `after_sync` hook recorded the mark, when there is one).
+    Flush(Done, Option<Vec<u8>>),
     /// A synced write, run after every earlier append is durable and reported.
     Synced(SyncedOp, Done),
 }
@@ -40,7 +51,7 @@ impl Job {
     /// Reports `e` to the job's completion without running it.
     fn fail(self, e: Error) {
         match self {
-            Job::Flush(done) | Job::Synced(_, done) => done(Err(e)),
+            Job::Flush(done, _) | Job::Synced(_, done) => done(Err(e)),
         }
     }
 }
@@ -64,13 +75,19 @@ impl std::fmt::Debug for LogWriter {
 impl LogWriter {
     /// Starts the writer thread of `store`.
     pub fn start(store: LogStore) -> Result<LogWriter, Error> {
+        LogWriter::start_with(store, None)
+    }
+
+    /// [`LogWriter::start`] with a hook that records each sync's last mark before its appends are
+    /// reported durable.
+    pub fn start_with(store: LogStore, after_sync: Option<AfterSync>) -> Result<LogWriter, Error> {
         // The queue is unbounded in messages but not in work: openraft awaits every append before
         // it makes the next, and an append's entries are bounded by its own batch limits.
         let (tx, rx) = mpsc::channel::<Job>();
         let thread_store = store.clone();
         let thread = std::thread::Builder::new()
             .name("raft-log-sync".into())
-            .spawn(move || run(&thread_store, &rx))
+            .spawn(move || run(&thread_store, &rx, after_sync))
             .map_err(|e| Error::NotDurable(format!("cannot start the log writer thread: {e}")))?;
         Ok(LogWriter { store, order: Mutex::new(Some(tx)), thread: Some(thread) })
     }
@@ -84,6 +101,12 @@ impl LogWriter {
     /// they are durable (or with the error that stopped them). When this returns `Ok`, the entries
     /// are readable. On `Err`, `flushed` has been called with an error too.
     pub fn append(&self, entries: &[(u64, Vec<u8>)], flushed: Done) -> Result<(), Error> {
+        self.append_marked(entries, None, flushed)
+    }
+
+    /// [`LogWriter::append`] with `mark`, handed to the `after_sync` hook when a sync covers this
+    /// append last.
+    pub fn append_marked(&self, entries: &[(u64, Vec<u8>)], mark: Option<Vec<u8>>, flushed: Done) -> Result<(), Error> {
         let mut guard = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let Some(tx) = guard.clone() else {
             flushed(Err(gone()));
@@ -97,7 +120,7 @@ impl LogWriter {
             flushed(Err(Error::NotDurable(format!("the append was not written: {e}"))));
             return Err(e);
         }
-        if let Err(mpsc::SendError(job)) = tx.send(Job::Flush(flushed)) {
+        if let Err(mpsc::SendError(job)) = tx.send(Job::Flush(flushed, mark)) {
             job.fail(gone());
             return Err(gone());
         }
@@ -149,16 +172,21 @@ fn gone() -> Error {
 
 /// The writer thread: block for a job, take every job queued behind it, sync once for the appends
 /// among them, report them in order; a synced write first syncs and reports the appends before it.
-fn run(store: &LogStore, jobs: &mpsc::Receiver<Job>) {
+fn run(store: &LogStore, jobs: &mpsc::Receiver<Job>, mut after_sync: Option<AfterSync>) {
     let mut failed: Option<String> = None;
-    let mut pending: Vec<Done> = Vec::new();
+    let mut pending = Pending::default();
     while let Ok(first) = jobs.recv() {
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
-                Job::Flush(done) => pending.push(done),
+                Job::Flush(done, mark) => {
+                    pending.done.push(done);
+                    if mark.is_some() {
+                        pending.mark = mark;
+                    }
+                }
                 Job::Synced(op, done) => {
-                    flush(store, &mut pending, &mut failed);
+                    flush(store, &mut pending, &mut failed, &mut after_sync);
                     let result = match &failed {
                         Some(why) => Err(Error::NotDurable(why.clone())),
                         None => op(store),
@@ -171,22 +199,36 @@ fn run(store: &LogStore, jobs: &mpsc::Receiver<Job>) {
             }
             next = jobs.try_recv().ok();
         }
-        flush(store, &mut pending, &mut failed);
+        flush(store, &mut pending, &mut failed, &mut after_sync);
     }
 }
 
-/// One sync for every pending append, then their completions in order.
-fn flush(store: &LogStore, pending: &mut Vec<Done>, failed: &mut Option<String>) {
-    if pending.is_empty() {
+/// Appends waiting for a sync: their completions, in order, and the newest mark among them.
+#[derive(Default)]
+struct Pending {
+    done: Vec<Done>,
+    mark: Option<Vec<u8>>,
+}
+
+/// One sync for every pending append, the mark of the last, then their completions in order.
+fn flush(store: &LogStore, pending: &mut Pending, failed: &mut Option<String>, after_sync: &mut Option<AfterSync>) {
+    if pending.done.is_empty() {
         return;
     }
-    if failed.is_none()
-        && let Err(e) = store.sync()
-    {
-        tracing::error!(error = %e, "syncing the raft log failed; nothing more is acknowledged");
-        *failed = Some(e.to_string());
+    let mark = pending.mark.take();
+    if failed.is_none() {
+        // Issue #33: the mark is recorded after the sync (it never claims more than was synced)
+        // and before the completions (openraft never counts an entry the mark does not cover).
+        let synced = store.sync().and_then(|()| match (after_sync.as_mut(), mark) {
+            (Some(hook), Some(mark)) => hook(&mark),
+            _ => Ok(()),
+        });
+        if let Err(e) = synced {
+            tracing::error!(error = %e, "syncing the raft log failed; nothing more is acknowledged");
+            *failed = Some(e.to_string());
+        }
     }
-    for done in pending.drain(..) {
+    for done in pending.done.drain(..) {
         done(match failed {
             Some(why) => Err(Error::NotDurable(why.clone())),
             None => Ok(()),
