@@ -245,6 +245,11 @@ pub struct Config {
     pub actors: crate::actors::ActorSettings,
     /// OpenTelemetry export (`[telemetry]`); off by default.
     pub telemetry: TelemetrySettings,
+    /// `kungfud --accept-data-loss` (never in a file: it is for one start): the operator accepts
+    /// that this node's raft log lost entries it acknowledged (issue #33; docs/operations.md,
+    /// "Damaged data directory").
+    #[serde(skip)]
+    pub accept_data_loss: bool,
 }
 
 impl Default for Config {
@@ -272,6 +277,7 @@ impl Default for Config {
             console: ConsoleSettings::default(),
             actors: crate::actors::ActorSettings::default(),
             telemetry: TelemetrySettings::default(),
+            accept_data_loss: false,
         }
     }
 }
