@@ -43,8 +43,13 @@ fn memory_content(i: usize) -> String {
     format!("acknowledged write {i}: {}", "x".repeat(2000))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_that_lost_acknowledged_entries_elects_no_leader_without_them_and_heals_from_one_with_them() {
+/// The acknowledged writes: each one's idempotency key and receipt.
+type Acknowledged = Vec<(String, pb::Receipt)>;
+
+/// A three-node cluster in which nodes 1 and 2 acknowledged [`WRITES`] writes while node 3 was
+/// down, then node 2 crashed and lost the second half of its live write-ahead log, and node 1
+/// (which holds every write) crashed too. Every node is down when this returns.
+async fn node_2_loses_acknowledged_writes() -> (Cluster, Client, Acknowledged) {
     let extra = format!("operator_token = \"{TOKEN}\"\n");
     let mut cluster = Cluster::start(3, &extra);
     agreed_leader(&cluster, TOKEN).await;
@@ -64,15 +69,21 @@ async fn a_node_that_lost_acknowledged_entries_elects_no_leader_without_them_and
         acknowledged.push((key, answer.into_inner().receipt.expect("receipt")));
     }
 
-    // Node 2 crashes and its disk loses the second half of its live write-ahead log; node 1 (which
-    // holds every write) crashes too and stays down.
+    // SIGKILL, as a crash: the state store (which writes no WAL) is not flushed at exit, so it
+    // cannot stand in for the entries the log loses.
     cluster.nodes.get_mut(&2).expect("node 2").kill();
     cluster.nodes.get_mut(&1).expect("node 1").kill();
     let wal = live_wal(&cluster.dir.path().join("data2").join("log"));
     let len = std::fs::metadata(&wal).expect("wal").len();
     assert!(len > 64 * 1024, "{} holds the writes: {len} bytes", wal.display());
     std::fs::OpenOptions::new().write(true).open(&wal).expect("open wal").set_len(len / 2).expect("cut");
+    (cluster, agent, acknowledged)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_acknowledged_entries_elects_no_leader_without_them_and_heals_from_one_with_them() {
+    let (mut cluster, agent, acknowledged) = node_2_loses_acknowledged_writes().await;
+    let api1 = cluster.nodes[&1].api;
     cluster.nodes.get_mut(&2).expect("node 2").start();
     cluster.nodes.get_mut(&3).expect("node 3").start();
     let (api2, api3) = (cluster.nodes[&2].api, cluster.nodes[&3].api);
@@ -171,4 +182,50 @@ async fn a_node_that_lost_acknowledged_entries_elects_no_leader_without_them_and
     let fresh = agent1.memories().create(req).await.expect("a write after the repair").into_inner();
     let Some(pb::receipt::Result::MemoryCreated(m)) = fresh.receipt.and_then(|r| r.result) else { panic!("no memory") };
     assert!(!ids.contains(&m.memory), "{} was already acknowledged", m.memory);
+}
+
+/// The same loss, accepted by the operator on node 2 (`--accept-data-loss`) while node 1, the only
+/// other node that held the writes, is down: exactly what the mark otherwise prevents. Nodes 2 and
+/// 3 elect a leader without the lost writes, and a retried write is taken as new: the override is
+/// as dangerous as `docs/operations.md` says, and this sequence is the loss of issue #33.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_the_loss_while_the_majority_lacks_the_writes_elects_a_leader_that_forgot_them() {
+    let (mut cluster, agent, acknowledged) = node_2_loses_acknowledged_writes().await;
+    let node2 = cluster.nodes.get_mut(&2).expect("node 2");
+    node2.env = vec![("KUNGFU_ACCEPT_DATA_LOSS".into(), "true".into())];
+    node2.start();
+    cluster.nodes.get_mut(&3).expect("node 3").start();
+    let (api2, api3) = (cluster.nodes[&2].api, cluster.nodes[&3].api);
+    let start = Instant::now();
+    loop {
+        let mut leads = false;
+        for api in [api2, api3] {
+            leads |= status(api).await.is_some_and(|s| s.role == pb::RaftRole::Leader as i32);
+        }
+        if leads {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "no leader after the override:\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log2 = cluster.nodes[&2].log();
+    assert!(log2.lines().any(|l| l.contains("WARN") && l.contains("accepted the loss")), "{log2}");
+    assert_eq!(status(api2).await.expect("status").damaged, "", "accepted: not repairing");
+    // The last acknowledged write is gone: retried, it is done again instead of replayed.
+    let (key, receipt) = acknowledged.last().expect("writes");
+    let client = Client { channel: connect(api2).await, key: agent.key.clone() };
+    let start = Instant::now();
+    let retried = loop {
+        let req = client.req(pb::CreateMemoryRequest {
+            idempotency_key: key.clone(),
+            content: content(&memory_content(WRITES - 1)),
+        });
+        match client.memories().create(req).await {
+            Ok(r) => break r.into_inner(),
+            Err(s) => assert!(start.elapsed() < BOUND, "the retry never succeeded: {s}\n{}", cluster.logs()),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!retried.replayed, "write {key} was lost, not replayed");
+    assert_ne!(retried.receipt.as_ref(), Some(receipt), "a new receipt for a write acknowledged before");
 }

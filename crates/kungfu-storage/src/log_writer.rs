@@ -364,4 +364,42 @@ mod tests {
         drop(writer);
         assert!(!rx.recv().expect("reported"), "reported as not durable");
     }
+
+    #[test]
+    fn the_mark_of_a_syncs_last_append_is_recorded_after_the_sync_and_before_any_completion() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = open(dir.path());
+        // What happened, in order: the hook's marks (with the syncs made by then) and completions.
+        let events = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (hook_events, hook_store) = (events.clone(), store.clone());
+        let hook: AfterSync = Box::new(move |mark: &[u8]| {
+            hook_events.lock().expect("lock").push(format!("mark {} after sync {}", mark[0], hook_store.syncs()));
+            Ok(())
+        });
+        let writer = LogWriter::start_with(store.clone(), Some(hook)).expect("start");
+        // Hold the thread so three appends share one sync.
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        writer.synced(Box::new(move |_| release_rx.recv().map_err(|_| gone())), Box::new(|r| r.expect("hold")));
+        for i in 1..=3u8 {
+            let done_events = events.clone();
+            let done: Done = Box::new(move |r| {
+                r.expect("durable");
+                done_events.lock().expect("lock").push(format!("done {i}"));
+            });
+            writer.append_marked(&[(u64::from(i), vec![i])], Some(vec![i]), done).expect("append");
+        }
+        release_tx.send(()).expect("release");
+        writer.synced_blocking(Box::new(|_| Ok(()))).expect("barrier");
+        assert_eq!(*events.lock().expect("lock"), ["mark 3 after sync 1", "done 1", "done 2", "done 3"]);
+
+        // A mark that cannot be recorded is a failed sync: nothing it covers is reported durable.
+        let failing: AfterSync = Box::new(|_| Err(Error::NotDurable("the mark failed".into())));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let writer = LogWriter::start_with(open(dir.path()), Some(failing)).expect("start");
+        let (tx, rx) = mpsc::channel();
+        let done: Done = Box::new(move |r| tx.send(r.is_ok()).expect("send"));
+        writer.append_marked(&[(1, vec![1])], Some(vec![1]), done).expect("written");
+        drop(writer);
+        assert!(!rx.recv().expect("reported"), "reported as not durable");
+    }
 }

@@ -55,7 +55,7 @@ struct Args {
     /// docs/operations.md, "Damaged data directory"): its acknowledged mark is rewritten to the
     /// log's end and it votes and campaigns at once, instead of waiting for a leader to send it
     /// what it lost. Safe only while a majority of the voters still holds every acknowledged entry.
-    #[arg(long)]
+    #[arg(long, env = "KUNGFU_ACCEPT_DATA_LOSS")]
     accept_data_loss: bool,
     #[command(subcommand)]
     command: Option<Command>,
