@@ -308,7 +308,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             s.purge_upto(upto, PURGED, mark)?;
             // A purge past the log's last entry (a snapshot installed ahead of it) moves its end:
             // a damaged node whose state now holds what it acknowledged is whole (issue #33).
-            if let Some(ack) = ack {
+            if let Some(ack) = ack.filter(|a| a.damage().is_some()) {
                 let end = RaftLog::end(s)?.max(Some(log_id));
                 ack.reached(&end);
             }

@@ -80,7 +80,9 @@ impl MarkFile {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
         let file = file.map_err(Error::io(&path))?;
         if !existed {
-            file.set_len(2 * SLOT_BYTES as u64).map_err(Error::io(&path))?;
+            // Zeros written, not a sparse `set_len`: both slots' blocks are allocated now, so a
+            // later overwrite in place needs no space (a full disk cannot fail the mark).
+            file.write_all_at(&[0u8; 2 * SLOT_BYTES], 0).map_err(Error::io(&path))?;
             file.sync_all().map_err(Error::io(&path))?;
             File::open(log_dir).and_then(|d| d.sync_all()).map_err(Error::io(log_dir))?;
             return Ok((MarkFile { file, path, seq: 0 }, Found::Missing));
