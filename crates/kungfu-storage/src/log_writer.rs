@@ -402,4 +402,60 @@ mod tests {
         drop(writer);
         assert!(!rx.recv().expect("reported"), "reported as not durable");
     }
+
+    /// What the acknowledged mark (issue #33) costs the write path: one more `fdatasync` per sync.
+    /// Prints the time per durable append with one appender waiting for each (the latency of a
+    /// lone write) and with 16 appenders (group commit), without and with a mark file. A
+    /// measurement, run by hand:
+    /// `cargo nextest run --workspace --locked -E 'test(the_mark_costs)' --run-ignored only --no-capture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn the_mark_costs_one_fdatasync_per_sync() {
+        fn run(marked: bool, appenders: u64, per_appender: u64) -> (std::time::Duration, u64) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = open(&dir.path().join("log"));
+            let hook: Option<AfterSync> = marked.then(|| {
+                let (mut file, _) = crate::log_mark::MarkFile::open(&dir.path().join("log")).expect("mark");
+                let hook: AfterSync = Box::new(move |mark: &[u8]| {
+                    file.write(&crate::log_mark::Marks { synced: Some(mark.to_vec()), vote: None })
+                });
+                hook
+            });
+            let writer = Arc::new(LogWriter::start_with(store.clone(), hook).expect("start"));
+            let next = Arc::new(Mutex::new(0u64));
+            let started = std::time::Instant::now();
+            let threads: Vec<_> = (0..appenders)
+                .map(|_| {
+                    let (writer, next) = (writer.clone(), next.clone());
+                    std::thread::spawn(move || {
+                        for _ in 0..per_appender {
+                            let (tx, rx) = mpsc::channel();
+                            {
+                                let mut n = next.lock().expect("lock");
+                                *n += 1;
+                                let done: Done = Box::new(move |r| tx.send(r).expect("send"));
+                                writer
+                                    .append_marked(&[(*n, vec![7; 200])], Some(n.to_be_bytes().to_vec()), done)
+                                    .expect("append");
+                            }
+                            rx.recv().expect("reported").expect("durable");
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().expect("appender");
+            }
+            (started.elapsed() / (appenders * per_appender) as u32, store.syncs())
+        }
+        for (appenders, each) in [(1, 300), (16, 100)] {
+            for marked in [false, true] {
+                let (per_append, syncs) = run(marked, appenders, each);
+                eprintln!(
+                    "{appenders:>2} appenders, mark {marked:>5}: {per_append:>10.1?} per durable append, {syncs} syncs for {} appends",
+                    appenders * each
+                );
+            }
+        }
+    }
 }
