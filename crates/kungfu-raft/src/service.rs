@@ -7,8 +7,6 @@
 
 use crate::pb;
 use crate::types::{Raft, SnapshotMeta, Vote};
-
-type VoteRequest = openraft::raft::VoteRequest<crate::types::TypeConfig>;
 use kungfu_storage::{SHARD, SnapshotStore, envelope};
 use kungfu_types::GroupId;
 use serde::Serialize;
@@ -20,6 +18,8 @@ use tonic::{Request, Response, Status, Streaming};
 /// host (issue #19, deliverable 3; `docs/scaling.md` §3.2 names the answer): a stable prefix of the
 /// message of a `FAILED_PRECONDITION` status, followed by the group asked for and the one hosted.
 pub const WRONG_GROUP: &str = "WRONG_GROUP";
+
+type VoteRequest = openraft::raft::VoteRequest<crate::types::TypeConfig>;
 
 /// The internal raft service of one node.
 #[derive(Clone)]
