@@ -361,4 +361,30 @@ mod tests {
         assert_eq!(log.try_get_log_entries(0..).await.expect("read").len(), 200);
         assert_eq!(log.read_vote().await.expect("vote"), Some(Vote::new(2, 1)));
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_mark_covers_every_entry_reported_flushed_and_is_lowered_before_a_truncation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LogStore::open(dir.path(), true).expect("open");
+        let (mark, _) = crate::mark::AckMark::open(dir.path(), None, None).expect("mark");
+        let mark = Arc::new(mark);
+        let mut log = RaftLog::marked(store.clone(), mark.clone()).expect("log");
+        for i in 1..=10 {
+            let (tx, rx) = TypeConfig::oneshot();
+            log.append([blank(i)], IOFlushed::signal(tx)).await.expect("append");
+            rx.await.expect("reported").expect("flushed");
+            // Issue #33: when openraft hears an entry is durable, the mark already names it.
+            assert_eq!(mark.marked().0.map(|l| l.index), Some(i));
+        }
+        log.save_vote(&Vote::new(3, 1)).await.expect("vote");
+        assert_eq!(mark.marked().1, Some(Vote::new(3, 1)), "the vote is marked before save_vote returns");
+        log.truncate_after(Some(blank(6).log_id)).await.expect("truncate");
+        assert_eq!(mark.marked().0.map(|l| l.index), Some(6), "lowered with the truncation");
+        drop((log, mark));
+        // Reopened at the truncated end: whole, not damaged.
+        let (mark, restore) =
+            crate::mark::AckMark::open(dir.path(), RaftLog::end(&store).expect("end"), Some(Vote::new(3, 1)))
+                .expect("reopen");
+        assert!(mark.damage().is_none() && restore.is_none(), "{:?}", mark.damage());
+    }
 }
