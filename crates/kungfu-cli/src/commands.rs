@@ -1018,6 +1018,7 @@ async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliEr
                 "applied_index": v.applied_index,
                 "lag_entries": lag(node.node_id),
                 "fatal_error": if v.fatal_error.is_empty() { Value::Null } else { Value::String(v.fatal_error.clone()) },
+                "damaged": if v.damaged.is_empty() { Value::Null } else { Value::String(v.damaged.clone()) },
                 "log_bytes": v.log_bytes,
                 "state_bytes": v.state_bytes,
                 "snapshots_bytes": v.snapshots_bytes,
@@ -1063,6 +1064,9 @@ async fn status(ctx: &Ctx, c: &Client, endpoints: &[String]) -> Result<(), CliEr
     for r in &rows {
         if let Some(fatal) = r.get("fatal_error").and_then(Value::as_str) {
             println!("node {}: raft stopped: {fatal}", at(r, "node_id"));
+        }
+        if let Some(damaged) = r.get("damaged").and_then(Value::as_str) {
+            println!("node {}: {damaged}", at(r, "node_id"));
         }
     }
     Ok(())

@@ -6,6 +6,8 @@
 //! - [`types`]: `TypeConfig`, the log's `Payload` (a `Request`, a protocol command or new limits,
 //!   addressed to its raft group) and `Response`.
 //! - [`log`]: `RaftLogStorage` over the RocksDB log store (durable before acknowledged).
+//! - [`mark`]: what the log acknowledged, kept apart from its WAL; a node whose log lost it does not
+//!   vote or lead until whole again (issue #33).
 //! - [`state_machine`]: `RaftStateMachine` applying batches atomically; snapshots from checkpoints.
 //! - [`fatal`]: whether the raft core still runs, read from its metrics channel (issue #36).
 //! - [`feed`]: the fact feed: what each committed batch recorded, for timers and streams.
@@ -22,6 +24,7 @@ pub mod fatal;
 pub mod feed;
 pub mod incoming;
 pub mod log;
+pub mod mark;
 pub mod network;
 pub mod node;
 mod recent;

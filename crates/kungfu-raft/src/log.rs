@@ -6,6 +6,10 @@
 //! (the `RaftLogStorage` contract). The committed mark is written unsynced (openraft treats it as
 //! optional). Syncs run on the writer thread; unsynced writes and short reads (memtable work, no
 //! fsync) run in place on the raft core's task; longer reads on the blocking pool (issue #15).
+//!
+//! A node's log also keeps its acknowledged mark ([`crate::mark::AckMark`], issue #33): raised
+//! after each sync before openraft hears of it, recorded with each vote, lowered before a
+//! truncation.
 
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 use kungfu_storage::{LogStore, LogWriter, envelope};
@@ -35,13 +39,34 @@ pub struct RaftLog {
     stats: crate::stats::Stats,
     /// The newest entries, decoded: apply and replication read the log's tail from memory.
     recent: Arc<crate::recent::Recent>,
+    /// What this log acknowledged, when it is a node's (issue #33).
+    mark: Option<Arc<crate::mark::AckMark>>,
 }
 
 impl RaftLog {
     /// The log over `store`, with its writer thread started.
     pub fn new(store: LogStore) -> Result<RaftLog, kungfu_storage::Error> {
         let writer = Arc::new(LogWriter::start(store.clone())?);
-        Ok(RaftLog { store, writer, state: None, stats: Default::default(), recent: Default::default() })
+        Ok(RaftLog { store, writer, state: None, stats: Default::default(), recent: Default::default(), mark: None })
+    }
+
+    /// The log over `store` keeping `mark` (issue #33): the writer thread raises the mark after each
+    /// sync, before the entries it covered are reported durable.
+    pub fn marked(store: LogStore, mark: Arc<crate::mark::AckMark>) -> Result<RaftLog, kungfu_storage::Error> {
+        let on_sync = mark.clone();
+        let after_sync: kungfu_storage::log_writer::AfterSync = Box::new(move |bytes: &[u8]| {
+            let last: LogId = envelope::decode(bytes, "synced log id")?;
+            on_sync.synced(last)
+        });
+        let writer = Arc::new(LogWriter::start_with(store.clone(), Some(after_sync))?);
+        Ok(RaftLog {
+            store,
+            writer,
+            state: None,
+            stats: Default::default(),
+            recent: Default::default(),
+            mark: Some(mark),
+        })
     }
 
     /// The log of a node whose state machine applies to `state`: every purge is held to what that
@@ -92,6 +117,25 @@ impl RaftLog {
             Some(bytes) => Ok(Some(envelope::decode(&bytes, key)?)),
             None => Ok(None),
         }
+    }
+
+    /// Where the log in `store` ends (its last entry, or its purge mark when it holds none).
+    pub fn end(store: &LogStore) -> Result<Option<LogId>, kungfu_storage::Error> {
+        match store.last()? {
+            Some((_, bytes)) => Ok(Some(envelope::decode::<Entry>(&bytes, "log entry")?.log_id())),
+            None => RaftLog::meta(store, PURGED),
+        }
+    }
+
+    /// The vote saved in `store`.
+    pub fn stored_vote(store: &LogStore) -> Result<Option<Vote>, kungfu_storage::Error> {
+        RaftLog::meta(store, VOTE)
+    }
+
+    /// Writes `vote` into `store`, synced: the vote restored from the acknowledged mark at start,
+    /// before raft reads it (issue #33).
+    pub fn restore_vote(store: &LogStore, vote: &Vote) -> Result<(), kungfu_storage::Error> {
+        store.put_meta(VOTE, envelope::encode(vote))
     }
 }
 
@@ -160,7 +204,14 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     /// Durable before it returns (openraft's contract), after every earlier append.
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         let bytes = envelope::encode(vote);
-        self.synced(move |s| s.put_meta(VOTE, bytes)).await
+        let (mark, vote) = (self.mark.clone(), vote.clone());
+        // Raft's voter durability (issue #33): the vote is recorded in the mark too, after the
+        // store holds it (a mark never names a vote the store could lack but for damage).
+        self.synced(move |s| {
+            s.put_meta(VOTE, bytes)?;
+            mark.map_or(Ok(()), |m| m.vote_saved(&vote))
+        })
+        .await
     }
 
     /// Unsynced: openraft treats the committed mark as optional (`save_committed` docs), and
@@ -196,7 +247,9 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         // RocksDB write is a memtable insert and a buffered WAL write (no fsync: the writer
         // thread syncs), and the hop to the pool and back cost each commit round
         // two thread wake-ups on the core's critical path.
-        self.writer.append(&batch, flushed).map_err(io::Error::from)?;
+        // The mark of this append, for the writer's after-sync hook (issue #33).
+        let mark = self.mark.as_ref().and_then(|_| entries.last().map(|e| envelope::encode(&e.log_id())));
+        self.writer.append_marked(&batch, mark, flushed).map_err(io::Error::from)?;
         // Readable in the store now: from here the cache may answer for them.
         self.recent.appended(entries.into_iter().zip(sizes));
         Ok(())
@@ -208,7 +261,16 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         // Dropped from the cache first: a read racing the truncation finds them in neither or in
         // the store still, never in the cache alone.
         self.recent.truncated_from(after.map_or(0, |a| a + 1));
-        self.synced(move |s| s.truncate_after(after)).await
+        let mark = self.mark.clone();
+        self.synced(move |s| {
+            // Issue #33: the mark is lowered durably before the entries go, so a crash between the
+            // two never leaves a mark past the log's legitimate end.
+            if let Some(m) = &mark {
+                m.before_truncate(&last_log_id)?;
+            }
+            s.truncate_after(after)
+        })
+        .await
     }
 
     /// Synced before it returns (the purge mark and the deletion in one batch), in order with the
@@ -241,7 +303,18 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
                 )));
             }
         }
-        self.synced(move |s| s.purge_upto(upto, PURGED, mark)).await
+        let ack = self.mark.clone();
+        self.synced(move |s| {
+            s.purge_upto(upto, PURGED, mark)?;
+            // A purge past the log's last entry (a snapshot installed ahead of it) moves its end:
+            // a damaged node whose state now holds what it acknowledged is whole (issue #33).
+            if let Some(ack) = ack.filter(|a| a.damage().is_some()) {
+                let end = RaftLog::end(s)?.max(Some(log_id));
+                ack.reached(&end);
+            }
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -287,5 +360,31 @@ mod tests {
         let mut log = RaftLog::new(store).expect("log");
         assert_eq!(log.try_get_log_entries(0..).await.expect("read").len(), 200);
         assert_eq!(log.read_vote().await.expect("vote"), Some(Vote::new(2, 1)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_mark_covers_every_entry_reported_flushed_and_is_lowered_before_a_truncation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LogStore::open(dir.path(), true).expect("open");
+        let (mark, _) = crate::mark::AckMark::open(dir.path(), None, None).expect("mark");
+        let mark = Arc::new(mark);
+        let mut log = RaftLog::marked(store.clone(), mark.clone()).expect("log");
+        for i in 1..=10 {
+            let (tx, rx) = TypeConfig::oneshot();
+            log.append([blank(i)], IOFlushed::signal(tx)).await.expect("append");
+            rx.await.expect("reported").expect("flushed");
+            // Issue #33: when openraft hears an entry is durable, the mark already names it.
+            assert_eq!(mark.marked().0.map(|l| l.index), Some(i));
+        }
+        log.save_vote(&Vote::new(3, 1)).await.expect("vote");
+        assert_eq!(mark.marked().1, Some(Vote::new(3, 1)), "the vote is marked before save_vote returns");
+        log.truncate_after(Some(blank(6).log_id)).await.expect("truncate");
+        assert_eq!(mark.marked().0.map(|l| l.index), Some(6), "lowered with the truncation");
+        drop((log, mark));
+        // Reopened at the truncated end: whole, not damaged.
+        let (mark, restore) =
+            crate::mark::AckMark::open(dir.path(), RaftLog::end(&store).expect("end"), Some(Vote::new(3, 1)))
+                .expect("reopen");
+        assert!(mark.damage().is_none() && restore.is_none(), "{:?}", mark.damage());
     }
 }

@@ -40,6 +40,9 @@ pub struct NodeConfig {
     pub keep_snapshots: usize,
     /// Events the fact feed keeps for slow subscribers (see [`crate::feed`]).
     pub feed_capacity: usize,
+    /// The operator accepts that this node's log lost entries it acknowledged (issue #33): a
+    /// damaged log's mark is rewritten to its end at start, and the node votes again at once.
+    pub accept_data_loss: bool,
 }
 
 /// The openraft settings we expose.
@@ -92,6 +95,7 @@ impl NodeConfig {
             limits: Limits::default(),
             keep_snapshots: 2,
             feed_capacity: crate::feed::DEFAULT_FEED_CAPACITY,
+            accept_data_loss: false,
         }
     }
 }
@@ -174,6 +178,8 @@ pub struct RaftNode {
     /// The raft log's store, for inspection and fault injection in tests
     /// ([`LogStore::set_sync_delay`]).
     pub log: LogStore,
+    /// What this node's log acknowledged, and whether it still holds it (issue #33).
+    pub mark: Arc<crate::mark::AckMark>,
     pub addr: SocketAddr,
     pub advertise: String,
     pub api_advertise: String,
@@ -243,6 +249,10 @@ impl RaftNode {
             .await
             .map_err(|e| StartError::Raft(e.to_string()))??;
         let state = Arc::new(stores.state);
+        let mark = Arc::new(open_mark(&stores.log, cfg.accept_data_loss)?);
+        // Issue #33: a damaged node neither campaigns nor takes back a leadership it held before
+        // the damage; it votes for no one (`RaftService`) until its log reaches its mark.
+        let damaged = mark.damage().is_some();
         let listener =
             TcpListener::bind(cfg.listen).await.map_err(|source| StartError::Listen { addr: cfg.listen, source })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: cfg.listen, source })?;
@@ -257,6 +267,8 @@ impl RaftNode {
             max_in_snapshot_log_to_keep: cfg.raft.keep_logs_after_snapshot,
             max_payload_entries: cfg.raft.max_payload_entries,
             snapshot_max_chunk_size: cfg.net.snapshot_chunk_bytes as u64,
+            enable_elect: !damaged,
+            enable_leader_restore: damaged.then_some(false),
             ..Default::default()
         }
         .validate()
@@ -264,7 +276,8 @@ impl RaftNode {
 
         let log_store = stores.log.clone();
         let stats = crate::stats::Stats::default();
-        let log = crate::log::RaftLog::new(stores.log)?.applied_to(state.clone()).with_stats(stats.clone());
+        let log =
+            crate::log::RaftLog::marked(stores.log, mark.clone())?.applied_to(state.clone()).with_stats(stats.clone());
         let feed = crate::feed::Feed::new(cfg.feed_capacity);
         let mut sm = StateMachine::with_feed(state.clone(), stores.snapshots.clone(), cfg.limits.clone(), feed.clone())
             .map_err(|e| StartError::Raft(format!("cannot read the applied state: {e}")))?;
@@ -284,7 +297,11 @@ impl RaftNode {
 
         let service =
             RaftService::new(raft.clone(), cfg.cluster_id.clone(), stores.snapshots, cfg.net.max_snapshot_bytes)
-                .with_traces(traces.clone());
+                .with_traces(traces.clone())
+                .with_mark(mark.clone());
+        if damaged {
+            tokio::spawn(campaign_once_whole(raft.clone(), mark.subscribe()));
+        }
         let server = pb::raft_server::RaftServer::new(service)
             .max_decoding_message_size(cfg.net.max_message_bytes)
             .max_encoding_message_size(cfg.net.max_message_bytes);
@@ -315,6 +332,7 @@ impl RaftNode {
             raft,
             state,
             log: log_store,
+            mark,
             rpc_timeouts,
             peer_health,
             traces,
@@ -504,6 +522,10 @@ impl RaftNode {
     /// term); and this node has applied within `max_lag` entries of what it knows is committed.
     pub fn readiness(&self, max_lag: u64, quorum_window: Duration) -> Result<(), String> {
         use openraft::Instant as _;
+        // Issue #33: a node whose log lost what it acknowledged serves nothing from it until whole.
+        if let Some(damage) = self.mark.damage() {
+            return Err(format!("node {} is {damage}", self.id));
+        }
         // One reading, no copy of the metrics (this runs every 200 ms).
         let metrics = self.raft.metrics();
         let m = metrics.borrow_watched();
@@ -539,6 +561,11 @@ impl RaftNode {
             ));
         }
         Ok(())
+    }
+
+    /// Why this node's log is damaged (it lost entries it acknowledged, issue #33), while it is.
+    pub fn damage(&self) -> Option<crate::mark::Damage> {
+        self.mark.damage()
     }
 
     /// The term this node is in now.
@@ -658,6 +685,34 @@ impl RaftNode {
             let _ = stop.send(());
         }
         let _ = (&mut self.server).await;
+    }
+}
+
+/// Opens the acknowledged mark of `log` and compares it with the log (issue #33, see
+/// [`crate::mark`]): restores a vote the log store lost, and with `accept_data_loss` rewrites a
+/// damaged mark to the log's end.
+fn open_mark(log: &LogStore, accept_data_loss: bool) -> Result<crate::mark::AckMark, kungfu_storage::Error> {
+    let end = crate::log::RaftLog::end(log)?;
+    let vote = crate::log::RaftLog::stored_vote(log)?;
+    let (mark, restore) = crate::mark::AckMark::open(log.path(), end.clone(), vote)?;
+    if let Some(vote) = restore {
+        crate::log::RaftLog::restore_vote(log, &vote)?;
+    }
+    if accept_data_loss {
+        if mark.damage().is_some() {
+            mark.accept_data_loss(end)?;
+        } else {
+            tracing::info!("--accept-data-loss: the raft log holds everything it acknowledged; nothing to accept");
+        }
+    }
+    Ok(mark)
+}
+
+/// Turns elections back on once a damaged node's log is whole again (issue #33). A node never
+/// becomes damaged while it runs, so this waits for one change and ends.
+async fn campaign_once_whole(raft: Raft, mut damage: tokio::sync::watch::Receiver<Option<crate::mark::Damage>>) {
+    if damage.wait_for(Option::is_none).await.is_ok() {
+        raft.runtime_config().elect(true);
     }
 }
 

@@ -1,7 +1,9 @@
 //! The server side of the raft network: receives openraft's RPCs from peers and hands them to the
 //! local raft. Messages from another cluster, and messages addressed to a raft group this node does
 //! not host ([`WRONG_GROUP`]), are refused; snapshot transfers are bounded in size, checked chunk
-//! by chunk for continuity, and verified against their SHA-256 before installation.
+//! by chunk for continuity, and verified against their SHA-256 before installation. A node whose
+//! log lost entries it acknowledged grants no vote and takes no leadership until it is whole again
+//! (issue #33, [`crate::mark`]).
 
 use crate::pb;
 use crate::types::{Raft, SnapshotMeta, Vote};
@@ -17,6 +19,8 @@ use tonic::{Request, Response, Status, Streaming};
 /// message of a `FAILED_PRECONDITION` status, followed by the group asked for and the one hosted.
 pub const WRONG_GROUP: &str = "WRONG_GROUP";
 
+type VoteRequest = openraft::raft::VoteRequest<crate::types::TypeConfig>;
+
 /// The internal raft service of one node.
 #[derive(Clone)]
 pub struct RaftService {
@@ -25,6 +29,8 @@ pub struct RaftService {
     snapshots: SnapshotStore,
     max_snapshot_bytes: u64,
     traces: crate::trace::Traces,
+    /// The node's acknowledged mark: while it reports damage, votes are refused.
+    mark: Option<std::sync::Arc<crate::mark::AckMark>>,
 }
 
 impl std::fmt::Debug for RaftService {
@@ -35,7 +41,14 @@ impl std::fmt::Debug for RaftService {
 
 impl RaftService {
     pub fn new(raft: Raft, cluster_id: String, snapshots: SnapshotStore, max_snapshot_bytes: u64) -> RaftService {
-        RaftService { raft, cluster_id, snapshots, max_snapshot_bytes, traces: crate::trace::Traces::default() }
+        RaftService {
+            raft,
+            cluster_id,
+            snapshots,
+            max_snapshot_bytes,
+            traces: crate::trace::Traces::default(),
+            mark: None,
+        }
     }
 
     /// Shares the node's trace map: an AppendEntries that carries a `traceparent` is handled in a
@@ -43,6 +56,22 @@ impl RaftService {
     pub fn with_traces(mut self, traces: crate::trace::Traces) -> RaftService {
         self.traces = traces;
         self
+    }
+
+    /// Refuses votes while `mark` reports damage (issue #33).
+    pub fn with_mark(mut self, mark: std::sync::Arc<crate::mark::AckMark>) -> RaftService {
+        self.mark = Some(mark);
+        self
+    }
+
+    /// Raft's voter durability (issue #33): a node that lost entries it acknowledged may have
+    /// counted towards their commit, so a vote from it could elect a leader without them. It
+    /// answers a plain refusal (granted false, no log), which a candidate takes as one voter fewer.
+    fn refuse_vote(&self, req: &VoteRequest) -> Option<Response<pb::RaftMessage>> {
+        self.mark.as_ref()?.damage()?;
+        tracing::debug!(candidate = %req.vote, "vote refused: this node's raft log is damaged (repairing)");
+        let refusal = openraft::raft::VoteResponse::<crate::types::TypeConfig>::new(&req.vote, None, false);
+        Some(self.reply::<_, String>(Ok(refusal)))
     }
 
     fn check_cluster(&self, cluster_id: &str) -> Result<(), Status> {
@@ -106,16 +135,27 @@ impl pb::raft_server::Raft for RaftService {
     }
 
     async fn vote(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
-        let req = self.decode(request.get_ref())?;
+        let req: VoteRequest = self.decode(request.get_ref())?;
+        if let Some(refusal) = self.refuse_vote(&req) {
+            return Ok(refusal);
+        }
         Ok(self.reply(self.raft.vote(req).await))
     }
 
     async fn pre_vote(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
-        let req = self.decode(request.get_ref())?;
+        let req: VoteRequest = self.decode(request.get_ref())?;
+        if let Some(refusal) = self.refuse_vote(&req) {
+            return Ok(refusal);
+        }
         Ok(self.reply(self.raft.pre_vote(req).await))
     }
 
     async fn transfer_leader(&self, request: Request<pb::RaftMessage>) -> Result<Response<pb::RaftMessage>, Status> {
+        // A damaged node must not lead (issue #33): a leadership handed to it is refused, and the
+        // cluster elects another after its election timeout.
+        if let Some(damage) = self.mark.as_ref().and_then(|m| m.damage()) {
+            return Err(Status::failed_precondition(format!("leadership refused: {damage}")));
+        }
         let req = self.decode(request.get_ref())?;
         Ok(self.reply(self.raft.handle_transfer_leader(req).await))
     }

@@ -165,6 +165,7 @@ impl Backend {
             log_bytes: Some(usage.log),
             state_bytes: Some(usage.state),
             snapshots_bytes: Some(usage.snapshots),
+            damaged: self.node.damage().map(|d| d.to_string()).unwrap_or_default(),
         }
     }
 

@@ -249,6 +249,11 @@ pub struct Config {
     /// one per CPU the process may use (tokio's default). RocksDB's background work and the raft
     /// log's sync thread are not among them.
     pub worker_threads: Option<usize>,
+    /// `kungfud --accept-data-loss` (never in a file: it is for one start): the operator accepts
+    /// that this node's raft log lost entries it acknowledged (issue #33; docs/operations.md,
+    /// "Damaged data directory").
+    #[serde(skip)]
+    pub accept_data_loss: bool,
 }
 
 /// The most runtime threads a node may be given: past the cores of any machine it would run on,
@@ -281,6 +286,7 @@ impl Default for Config {
             actors: crate::actors::ActorSettings::default(),
             telemetry: TelemetrySettings::default(),
             worker_threads: None,
+            accept_data_loss: false,
         }
     }
 }

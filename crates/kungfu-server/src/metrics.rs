@@ -96,6 +96,10 @@ fn describe() {
     describe_gauge!("kungfu_raft_term", "This node's current raft term.");
     describe_gauge!("kungfu_raft_is_leader", "1 while this node is the raft leader, else 0.");
     describe_gauge!("kungfu_raft_leader_known", "1 while this node knows a leader, else 0.");
+    describe_gauge!(
+        "kungfu_raft_damaged",
+        "1 while this node's raft log lacks entries it acknowledged (it is repairing: no vote, no election), else 0."
+    );
     describe_gauge!("kungfu_raft_voters", "Voters in the cluster's membership as this node knows it.");
     describe_gauge!("kungfu_raft_last_log_index", "Index of the last entry in this node's log.");
     describe_gauge!("kungfu_raft_committed_index", "Index of the last entry this node knows committed.");
@@ -224,6 +228,7 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
         metrics::gauge!("kungfu_raft_snapshot_index").set(index(&m.snapshot) as f64);
         metrics::gauge!("kungfu_raft_commit_lag_entries").set(last.saturating_sub(committed) as f64);
         metrics::gauge!("kungfu_raft_apply_lag_entries").set(committed.saturating_sub(applied) as f64);
+        metrics::gauge!("kungfu_raft_damaged").set(if node.damage().is_some() { 1.0 } else { 0.0 });
         metrics::gauge!("kungfu_raft_voters").set(m.membership_config.membership().voter_ids().count() as f64);
         if let Some(repl) = &m.replication {
             for (id, matched) in repl.iter() {

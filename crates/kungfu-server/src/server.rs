@@ -58,6 +58,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     nc.advertise = Some(config.raft_advertise());
     nc.api_advertise = config.api_advertise();
     nc.open_mode = OpenMode::CreateIfEmpty;
+    nc.accept_data_loss = config.accept_data_loss;
     // Replicas must decide with identical limits: every node starts from the built-in defaults
     // and the configured ones are replicated through the log at bootstrap (below).
     nc.limits = kungfu_core::Limits::default();

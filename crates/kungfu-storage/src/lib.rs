@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! <root>/IDENTITY        cluster id, node id and format; checked at every start
-//! <root>/log/            RocksDB: the raft log (`raft_log`) and vote/purge/commit marks (`raft_meta`)
+//! <root>/log/            RocksDB: the raft log (`raft_log`) and vote/purge/commit marks (`raft_meta`),
+//!                        and `ACKNOWLEDGED`, the mark of what the log acknowledged (issue #33)
 //! <root>/state/          RocksDB: the protocol state, one column family per key family, and `sm_meta`
 //! <root>/snapshots/      snapshot archives (a RocksDB checkpoint of `state/`, packed) and their metadata
 //! ```
@@ -15,6 +16,8 @@
 //!   the grouped form of values that name their raft group.
 //! - [`data_dir`]: opening a data directory safely: identity checks, never a silent re-initialisation.
 //! - [`log_store`]: entries and vote, durable (WAL synced) before any append or vote is acknowledged.
+//! - [`log_mark`]: the acknowledged mark beside the log (`log/ACKNOWLEDGED`): how far the log was
+//!   synced and the last vote, so a log that lost acknowledged writes is known to have (issue #33).
 //! - [`log_writer`]: group commit: appends written unsynced, one WAL sync for all queued so far,
 //!   their completions in order; the vote, truncation and purge in the same order.
 //! - [`state_store`]: the protocol state: consistent reads, one atomic batch per apply, digest,
@@ -27,6 +30,7 @@ pub mod backup;
 pub mod data_dir;
 pub mod envelope;
 pub mod error;
+pub mod log_mark;
 pub mod log_store;
 pub mod log_writer;
 pub mod snapshot;
@@ -34,6 +38,7 @@ pub mod state_store;
 
 pub use data_dir::{DataDir, Identity, OpenMode, Stores};
 pub use error::Error;
+pub use log_mark::MarkFile;
 pub use log_store::LogStore;
 pub use log_writer::LogWriter;
 pub use snapshot::{SnapshotStore, StoredSnapshot};

@@ -51,6 +51,12 @@ struct Args {
     /// Log lines as human text, or as one JSON object per line (for a log shipper).
     #[arg(long, env = "KUNGFU_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
+    /// Accept that this node's raft log lost entries it had acknowledged (a damaged disk, see
+    /// docs/operations.md, "Damaged data directory"): its acknowledged mark is rewritten to the
+    /// log's end and it votes and campaigns at once, instead of waiting for a leader to send it
+    /// what it lost. Safe only while a majority of the voters still holds every acknowledged entry.
+    #[arg(long, env = "KUNGFU_ACCEPT_DATA_LOSS")]
+    accept_data_loss: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -199,6 +205,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         rt.worker_threads(n);
     }
     let rt = rt.enable_all().build()?;
+    config.accept_data_loss = args.accept_data_loss;
     if let Some(Command::Restore { from }) = &args.command {
         init_logs(&args.log, args.log_format, None);
         let restored = rt.block_on(kungfu_server::admin::restore_for(from, &config))?;
