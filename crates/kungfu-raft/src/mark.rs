@@ -9,8 +9,11 @@
 //! [`AckMark`] keeps, in `log/ACKNOWLEDGED` ([`kungfu_storage::MarkFile`]), the last log id the
 //! log synced and the last vote, written on the log's writer thread:
 //!
-//! - after each WAL sync of appends and before openraft hears they are durable, raised to the last
-//!   of them (never lowered by an append);
+//! - after each WAL sync of appends, once openraft has heard they are durable and before the next
+//!   sync, raised to the last of them (never lowered by an append). After, not before: recorded
+//!   before, its `fdatasync` sat on every acknowledged write's latency (a fifth of a lone writer's
+//!   rate, docs/benchmarks.md). So a loss of only the entries acknowledged within one mark write
+//!   before a crash goes unseen; a loss reaching any earlier entry is found;
 //! - with every vote, after the vote's synced write and before `save_vote` returns;
 //! - before a truncation, lowered to the truncation point, while the node is whole: the entries a
 //!   leader removes were never committed (a leader holds every committed entry);

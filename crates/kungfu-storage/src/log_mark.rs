@@ -5,8 +5,9 @@
 //! Raft's safety assumes a voter never forgets what it acknowledged: an entry counted towards a
 //! commit, or a vote granted. RocksDB recovers a damaged write-ahead log silently to its last whole
 //! record, so a disk that lost acknowledged writes yields a shorter log that looks healthy. The
-//! mark is written by the log's own writer after each sync and before openraft hears the entries
-//! are durable, so a log that restarts behind its mark is known to have lost what it acknowledged.
+//! mark is written by the log's own writer after each sync, once openraft has heard the entries are
+//! durable and before the next sync, so a log that restarts behind its mark is known to have lost
+//! what it acknowledged (all but, at most, what one mark write's time acknowledged last).
 //!
 //! Format: a file of two 4 KiB slots, written alternately in place (`pwrite` then `fdatasync`; the
 //! file never changes size, so no metadata must be synced). Each slot holds a magic, a sequence
