@@ -54,17 +54,21 @@ fn structured(answer: CallToolResponse) -> Json {
     }
 }
 
+/// The two ways a host starts: the 2025-11-25 handshake and the 2026-07-28 discovery.
+fn both_revisions() -> [ClientLifecycleMode; 2] {
+    [
+        ClientLifecycleMode::Initialize,
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+    ]
+}
+
 #[tokio::test]
 async fn a_turn_wait_task_completes_when_a_post_makes_the_waiter_owe_a_response() {
     let cluster = Cluster::start(1, "http_listen = \"127.0.0.1:0\"\n");
     let node = &cluster.nodes[&1];
     let mcp = mcp_addr(node).await;
     let anon = Client { channel: connect(node.api).await, key: None };
-    let lifecycles = [
-        ClientLifecycleMode::Initialize,
-        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
-    ];
-    for (round, lifecycle) in lifecycles.into_iter().enumerate() {
+    for (round, lifecycle) in both_revisions().into_iter().enumerate() {
         let (_, lead) = register_when_serving(&anon, &format!("lead-{round}"), || cluster.logs()).await;
         let (_, worker) = register_when_serving(&anon, &format!("worker-{round}"), || cluster.logs()).await;
         let lead = client(mcp, lead.key.as_deref().expect("key"), lifecycle.clone()).await;
@@ -120,11 +124,7 @@ async fn a_barrier_wait_task_works_until_the_last_rank_replies_then_completes_wi
     let node = &cluster.nodes[&1];
     let mcp = mcp_addr(node).await;
     let anon = Client { channel: connect(node.api).await, key: None };
-    let lifecycles = [
-        ClientLifecycleMode::Initialize,
-        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
-    ];
-    for (round, lifecycle) in lifecycles.into_iter().enumerate() {
+    for (round, lifecycle) in both_revisions().into_iter().enumerate() {
         let (mut ids, mut keys) = (Vec::new(), Vec::new());
         for who in ["lead", "first", "last"] {
             let (id, agent) = register_when_serving(&anon, &format!("{who}-{round}"), || cluster.logs()).await;
