@@ -3,6 +3,9 @@
 use clap::{Args, Parser, Subcommand};
 use std::time::Duration;
 
+/// The directory `kungfu dev` uses unless `--dir` names another.
+pub const DEFAULT_DIR: &str = "./.kungfu-dev";
+
 /// The longest `--connect-timeout`: an hour.
 const MAX_CONNECT_TIMEOUT_SECS: f64 = 3600.0;
 
@@ -460,7 +463,7 @@ pub enum BenchAgainst {
 #[derive(Debug, Args, Clone)]
 pub struct DevDir {
     /// The directory for configs, data, logs and pid files.
-    #[arg(long, default_value = crate::dev::DEFAULT_DIR)]
+    #[arg(long, default_value = DEFAULT_DIR)]
     pub dir: String,
 }
 

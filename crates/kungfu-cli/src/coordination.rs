@@ -7,7 +7,7 @@
 //! string, which escapes every control character.
 
 use crate::cli::{BarrierArgs, BarrierCmd, LabelArgs, ScatterArgs, SendArgs};
-use crate::commands::{Ctx, MAX_PAGES, read_path, written};
+use crate::ctx::{Ctx, MAX_PAGES, read_path, written};
 use crate::error::CliError;
 use crate::output::{self, escaped, table, to_json};
 use kungfu_client::coord::{self, Gathered};

@@ -7,7 +7,7 @@
 //! and opportunities from nothing but its key. Every call goes through the SDK. Any outcome other
 //! than the expected one stops the demo with a non-zero exit status and says which step failed.
 
-use crate::commands::DEFAULT_ENDPOINT;
+use crate::ctx::DEFAULT_ENDPOINT;
 use crate::error::CliError;
 use crate::profile;
 use kungfu_client::{Client, ClientOptions, Code, Error as SdkError, Post, Written, pb};

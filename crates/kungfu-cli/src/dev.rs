@@ -10,7 +10,7 @@
 //! `up`. The nodes get a generated operator token, kept in `<dir>/operator-token` (mode 0600) and
 //! named in the profile `dev`, so `kungfu --profile dev cluster status` needs no `--key`.
 
-use crate::cli::{DevCmd, DevDir};
+use crate::cli::{DEFAULT_DIR, DevCmd, DevDir};
 use crate::error::CliError;
 use crate::profile::{self, Profile};
 use kungfu_client::{Client, ClientOptions, pb};
@@ -23,9 +23,6 @@ use std::time::{Duration, Instant};
 
 /// The profile `dev up` writes.
 pub const PROFILE: &str = "dev";
-
-/// The directory `kungfu dev` uses unless `--dir` names another.
-pub const DEFAULT_DIR: &str = "./.kungfu-dev";
 
 /// How long `dev down` waits after SIGTERM before it sends SIGKILL.
 const TERM_WAIT: Duration = Duration::from_secs(15);

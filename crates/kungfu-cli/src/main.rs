@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod contract;
 mod coordination;
+mod ctx;
 mod demo;
 mod demo_coord;
 mod dev;

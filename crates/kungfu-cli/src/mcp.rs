@@ -42,7 +42,7 @@ pub async fn run(cli: &Cli, list_tools: bool) -> Result<(), CliError> {
     let toolsets = kungfu_mcp::Toolsets::parse(asked).map_err(|e| CliError::usage(format!("--toolsets: {e}")))?;
     let profiles = profile::load()?;
     let saved = profiles.profiles.get(&cli.profile).cloned().unwrap_or_default();
-    let endpoints = crate::commands::endpoints(cli, &saved);
+    let endpoints = crate::ctx::endpoints(cli, &saved);
     let key = cli.key.clone().filter(|k| !k.is_empty()).or_else(|| saved.agent_key.clone());
     if key.is_none() {
         // Stderr: hosts keep it in their server log; stdout is the protocol.

@@ -6,8 +6,8 @@
 //! through [`escaped`]; `--json` carries it as JSON strings.
 
 use crate::cli::{RecordCmd, RecordCreateArgs, RecordLabelArgs, RecordPatchArgs};
-use crate::commands::{Ctx, status_error, written};
 use crate::coordination::{DEFAULT_LABELS, body, labels_text, scope, taint};
+use crate::ctx::{Ctx, status_error, written};
 use crate::error::CliError;
 use crate::output::{self, escaped, instant, pairs, table, to_json};
 use kungfu_client::record::{body_pin, body_text, op_path};
@@ -323,7 +323,7 @@ pub async fn run(ctx: &Ctx, cmd: RecordCmd) -> Result<(), CliError> {
             let mut after_rev = after;
             let mut events = Vec::new();
             // Pages until one comes back empty: revs are dense, so the last rev is the cursor.
-            for _ in 0..crate::commands::MAX_PAGES {
+            for _ in 0..crate::ctx::MAX_PAGES {
                 let page = c
                     .get_record_events(pb::GetRecordEventsRequest {
                         record: record.clone(),

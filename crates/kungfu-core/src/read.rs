@@ -238,13 +238,6 @@ pub fn read_memory(
     Ok(MemoryView { memory: m, version, created_at: v.created_at, content: v.content, labels })
 }
 
-pub(crate) fn pinned_content(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> ReadResult<Option<Content>> {
-    if !visibility::pin_readable(state, context_author, pin)? {
-        return Ok(None);
-    }
-    Ok(state.memory_version(pin.memory, pin.version)?.map(|v| v.content))
-}
-
 /// An entry with its pinned content when the reader may read it (§5 pin rules), for a current
 /// member (§9).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,7 +262,7 @@ pub fn read_entry(state: &dyn StateRead, agent: AgentId, thread: ThreadId, seq: 
     let Some(entry) = state.entry(thread, seq)? else {
         return not_found("entry");
     };
-    let (labels, held, content) = crate::coord::read::labeled_content(state, &entry)?;
+    let (labels, held, content) = visibility::labeled_content(state, &entry)?;
     let collective_size = state.collective(thread, seq)?.map(|c| c.ranks.len() as u32);
     let record = match state.index(&keys::entry_record(thread, seq))? {
         Some(IndexRef::RecordRev { record, rev }) => Some((record, rev)),
@@ -445,7 +438,7 @@ pub fn read_engagement_input(
         )
         .into());
     };
-    let Some(content) = pinned_content(state, t.author, pin)? else {
+    let Some(content) = visibility::pinned_content(state, t.author, pin)? else {
         return not_found("memory");
     };
     let Some(m) = state.memory(pin.memory)? else {

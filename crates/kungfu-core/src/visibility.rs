@@ -7,7 +7,7 @@
 use crate::keys;
 use crate::model::*;
 use crate::state::{IndexRef, StateError, StateExt, StateRead};
-use kungfu_types::{AgentId, TaskId, ThreadId, Version};
+use kungfu_types::{AgentId, Content, Labels, TaskId, ThreadId, Version};
 
 // --- §9 Threads -----------------------------------------------------------------------------------
 
@@ -123,4 +123,31 @@ pub fn engagement_visible_to(e: &Engagement, task_author: AgentId, agent: AgentI
 /// and the requester; the Task's author, if it is not the requester, sees the structure only.
 pub fn delivery_visible_to(e: &Engagement, agent: AgentId) -> bool {
     agent == e.agent || agent == e.judge
+}
+
+/// A pinned version's content, when an entry by `context_author` shows it to its reader (§5 pin
+/// rules: [`pin_readable`]).
+pub fn pinned_content(state: &dyn StateRead, context_author: AgentId, pin: Pin) -> Result<Option<Content>, StateError> {
+    if !pin_readable(state, context_author, pin)? {
+        return Ok(None);
+    }
+    Ok(state.memory_version(pin.memory, pin.version)?.map(|v| v.content))
+}
+
+/// The labels of an entry's pinned version, whether it is held (quarantined: content withheld,
+/// design §2.6), and its content when the reader may read it.
+/// Labels are shown only with readable content, so an unreadable pin never reveals its labels
+/// (design §2.4, §12).
+pub fn labeled_content(
+    state: &dyn StateRead,
+    entry: &Entry,
+) -> Result<(Option<Labels>, bool, Option<Content>), StateError> {
+    let Some(content) = pinned_content(state, entry.author, entry.pin)? else {
+        return Ok((None, false, None));
+    };
+    let labels = state.labels(entry.pin)?;
+    if labels.is_some_and(|l| l.taint == kungfu_types::Taint::Quarantined) {
+        return Ok((labels, true, None));
+    }
+    Ok((labels, false, Some(content)))
 }

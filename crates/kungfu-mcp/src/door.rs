@@ -29,7 +29,7 @@ use crate::call::{self, Bearer, CALL_TIMEOUT, Caller, Vouched};
 use crate::features::{self, SessionLevel, Target};
 use crate::json;
 use crate::registry::{IDEMPOTENCY_KEY, Rpc, ToolKind, ToolSpec, registry};
-use crate::result;
+use crate::result::{self, refusal};
 use crate::tasks::{Owner, TaskLimits, Tasks};
 use crate::toolsets::{QUERY, Toolsets, UnknownToolset};
 use crate::waits::{self, Start};
@@ -540,16 +540,6 @@ impl WatchEvents {
             Err(status) => Err(refusal(&status)),
         }
     }
-}
-
-/// What a failed call answers. A status that is no Kungfu rejection means the node did not answer
-/// at all: the caller is told (UNAVAILABLE, outcome unknown), and it is logged here, the one place
-/// it is handled, because an unreachable API is something an operator looks at.
-pub(crate) fn refusal(status: &tonic::Status) -> Rejection {
-    if kungfu_api::status_rejection(status).is_none() {
-        tracing::warn!(code = ?status.code(), message = status.message(), "the MCP door's call to the API got no answer");
-    }
-    result::status_rejection(status)
 }
 
 /// A request that names a toolset the door does not have: invalid params, with the known names.

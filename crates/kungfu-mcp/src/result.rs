@@ -108,3 +108,13 @@ pub fn status_rejection(s: &tonic::Status) -> Rejection {
         r
     })
 }
+
+/// What a failed call answers. A status that is no Kungfu rejection means the node did not answer
+/// at all: the caller is told (UNAVAILABLE, outcome unknown), and it is logged here, the one place
+/// it is handled, because an unreachable API is something an operator looks at.
+pub(crate) fn refusal(status: &tonic::Status) -> Rejection {
+    if kungfu_api::status_rejection(status).is_none() {
+        tracing::warn!(code = ?status.code(), message = status.message(), "the MCP door's call to the API got no answer");
+    }
+    status_rejection(status)
+}

@@ -18,10 +18,9 @@
 //!   most once a second over a wait of at most [`WAIT_MAX_SECS`].
 
 use crate::call::{self, CALL_TIMEOUT, Caller};
-use crate::door::refusal;
 use crate::json;
 use crate::registry::{BARRIER_WAIT, TIMEOUT_SECS, TURN_WAIT, ToolKind, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, registry};
-use crate::result;
+use crate::result::{self, refusal};
 use kungfu_api::FieldError;
 use kungfu_api::pb::BarrierState;
 use kungfu_types::Rejection;

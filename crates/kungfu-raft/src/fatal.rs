@@ -8,7 +8,7 @@
 //! still name the role and the leader of its last moment): the server fences it on
 //! [`core_stopped`] and exits non-zero for its supervisor to restart it.
 
-use crate::types::Raft;
+use crate::state_machine::Raft;
 use futures::FutureExt;
 use openraft::async_runtime::WatchReceiver;
 

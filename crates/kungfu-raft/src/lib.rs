@@ -20,6 +20,7 @@
 //! - [`backup`]: a replica's state backed up, and restored into a new one-node cluster.
 
 pub mod backup;
+pub mod clock;
 pub mod fatal;
 pub mod feed;
 pub mod incoming;
@@ -43,4 +44,5 @@ pub mod pb {
 pub use network::NetConfig;
 pub use node::{NodeConfig, Proposed, RaftNode, RaftTuning, StartError, WriteError};
 pub use state_machine::ApplyGate;
-pub use types::{Node, NodeId, Raft, Request, Response, TypeConfig};
+pub use state_machine::Raft;
+pub use types::{Node, NodeId, Request, Response, TypeConfig};

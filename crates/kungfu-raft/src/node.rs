@@ -4,8 +4,8 @@
 use crate::network::{NetConfig, Network};
 use crate::pb;
 use crate::service::RaftService;
-use crate::state_machine::{ApplyGate, LAST_APPLIED, StateMachine};
-use crate::types::{LogId, Node, NodeId, Payload, Raft, Request, Response};
+use crate::state_machine::{ApplyGate, LAST_APPLIED, Raft, StateMachine};
+use crate::types::{LogId, Node, NodeId, Payload, Request, Response};
 use kungfu_core::{Command, Limits};
 use kungfu_storage::{DataDir, Identity, LogStore, OpenMode, SHARD, StateStore};
 use openraft::async_runtime::WatchReceiver;
@@ -43,6 +43,8 @@ pub struct NodeConfig {
     /// The operator accepts that this node's log lost entries it acknowledged (issue #33): a
     /// damaged log's mark is rewritten to its end at start, and the node votes again at once.
     pub accept_data_loss: bool,
+    /// The node's clock (the system's; a manual one in tests).
+    pub clock: crate::clock::Clock,
 }
 
 /// The openraft settings we expose.
@@ -96,6 +98,7 @@ impl NodeConfig {
             keep_snapshots: 2,
             feed_capacity: crate::feed::DEFAULT_FEED_CAPACITY,
             accept_data_loss: false,
+            clock: crate::clock::Clock::system(),
         }
     }
 }
@@ -187,9 +190,11 @@ pub struct RaftNode {
     pub apply_gate: ApplyGate,
     /// What this node applies, as it applies it (see [`crate::feed`]).
     pub feed: crate::feed::Feed,
-    /// The leader's clock: the last time it stamped, held while a stamped command enters the log
-    /// (see [`RaftNode::propose_stamped`]).
-    clock: tokio::sync::Mutex<kungfu_types::Timestamp>,
+    /// The node's clock: the one place wall time becomes a `Timestamp`.
+    pub clock: crate::clock::Clock,
+    /// The leader's last stamp, held while a stamped command enters the log (see
+    /// [`RaftNode::propose_stamped`]).
+    last_stamp: tokio::sync::Mutex<kungfu_types::Timestamp>,
     applied_time: crate::state_machine::AppliedTime,
     applied_limits: crate::state_machine::AppliedLimits,
     rpc_timeouts: Arc<std::sync::atomic::AtomicU64>,
@@ -342,7 +347,8 @@ impl RaftNode {
             api_advertise: cfg.api_advertise.clone(),
             apply_gate,
             feed,
-            clock: tokio::sync::Mutex::new(kungfu_types::Timestamp::ZERO),
+            clock: cfg.clock.clone(),
+            last_stamp: tokio::sync::Mutex::new(kungfu_types::Timestamp::ZERO),
             applied_time,
             applied_limits,
             server: handle,
@@ -403,7 +409,7 @@ impl RaftNode {
             kind = cmd.action.kind().as_str(),
             log_index = tracing::field::Empty,
         );
-        let mut clock = self.clock.lock().await;
+        let mut clock = self.last_stamp.lock().await;
         cmd.ts = self.next_stamp(&clock);
         *clock = cmd.ts;
         if let Some(cx) = crate::trace::span_context(&span) {
@@ -423,7 +429,7 @@ impl RaftNode {
         mut cmds: Vec<Command>,
         shift: impl FnOnce(kungfu_types::Timestamp) -> kungfu_types::Timestamp,
     ) -> Result<Proposed, WriteError> {
-        let mut clock = self.clock.lock().await;
+        let mut clock = self.last_stamp.lock().await;
         let ts = self.next_stamp(&clock);
         *clock = ts;
         let shifted = shift(ts);
@@ -438,16 +444,13 @@ impl RaftNode {
     /// every command an earlier leader stamped). Advances nothing: a pre-check decides at this
     /// time, the proposal is stamped again.
     pub fn provisional_stamp(&self) -> kungfu_types::Timestamp {
-        let last = self.clock.try_lock().map(|c| *c).unwrap_or(kungfu_types::Timestamp::ZERO);
+        let last = self.last_stamp.try_lock().map(|c| *c).unwrap_or(kungfu_types::Timestamp::ZERO);
         self.next_stamp(&last)
     }
 
     fn next_stamp(&self, last: &kungfu_types::Timestamp) -> kungfu_types::Timestamp {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0);
-        kungfu_types::Timestamp(wall.max(last.0.max(self.applied_time.get().0) + 1))
+        let wall = self.clock.now();
+        kungfu_types::Timestamp(wall.0.max(last.0.max(self.applied_time.get().0) + 1))
     }
 
     /// Replicates new limits.

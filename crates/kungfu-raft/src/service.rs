@@ -6,7 +6,8 @@
 //! (issue #33, [`crate::mark`]).
 
 use crate::pb;
-use crate::types::{Raft, SnapshotMeta, Vote};
+use crate::state_machine::Raft;
+use crate::types::{SnapshotMeta, Vote};
 use kungfu_storage::{SHARD, SnapshotStore, envelope};
 use kungfu_types::GroupId;
 use serde::Serialize;

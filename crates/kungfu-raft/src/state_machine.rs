@@ -15,6 +15,9 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use std::io;
 use std::sync::Arc;
 
+/// The raft of this node: openraft over this crate's types and [`StateMachine`].
+pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
+
 /// Keys of the state store's `sm_meta` family.
 pub const LAST_APPLIED: &str = "last_applied";
 pub const MEMBERSHIP: &str = "membership";

@@ -148,7 +148,6 @@ openraft::declare_raft_types!(
         Node = Node,
 );
 
-pub type Raft = openraft::Raft<TypeConfig, crate::state_machine::StateMachine>;
 pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
 pub type Vote = openraft::alias::VoteOf<TypeConfig>;
 pub type Entry = openraft::alias::EntryOf<TypeConfig>;

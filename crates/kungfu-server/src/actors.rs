@@ -17,34 +17,38 @@
 //! stored threads never need a million actors. The registry is the actors' supervisor: an actor
 //! that fails or stops is replaced by a fresh one on the next action.
 
-use crate::backend::{Backend, Written};
+use crate::config::ActorSettings;
 use kungfu_core::Command;
 use kungfu_types::{Code, Micros, ObjectRef, Rejection};
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, rpc::CallResult};
-use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Actor settings.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ActorSettings {
-    /// Most actors alive at once on this node.
-    pub max_live: usize,
-    /// An actor with nothing to do for this long stops.
-    pub idle_ms: u64,
-    /// Most actions waiting in one object's mailbox.
-    pub max_pending: usize,
-    /// Most actions of one object proposed to raft and not yet applied (at least 1).
-    pub max_in_flight: usize,
+/// A successful write: the receipt and whether it was replayed (L3).
+#[derive(Debug)]
+pub struct Written {
+    pub receipt: kungfu_core::Receipt,
+    pub replayed: bool,
 }
 
-impl Default for ActorSettings {
-    fn default() -> ActorSettings {
-        ActorSettings { max_live: 10_000, idle_ms: 30_000, max_pending: 1_000, max_in_flight: 64 }
-    }
+/// A command's answer still to come, once it is proposed.
+pub type Outcome = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Written, Rejection>> + Send>>;
+
+/// What an object's actor asks of the service layer (`backend::Backend` implements it): the
+/// actors serialize actions, the service layer decides and proposes them. A trait, so the actors
+/// depend on what they call and not on the layer that owns them.
+pub trait Proposer: Send + Sync + 'static {
+    /// The answer of a command that needs no log write (a refusal, a replay), or None.
+    fn precheck(&self, cmd: &Command) -> Option<Result<Written, Rejection>>;
+
+    /// Hands `cmd` to raft, in order with this node's other proposals; an error means nothing
+    /// was proposed.
+    fn propose(
+        self: Arc<Self>,
+        cmd: Command,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Outcome, Rejection>> + Send>>;
 }
 
 /// The one message of an object actor.
@@ -68,7 +72,7 @@ pub enum Answer {
 /// the command is decided, so the actor never pre-checks beside a command it proposed (the
 /// pre-check runs only when nothing of its object is in flight).
 pub struct InFlight {
-    outcome: Option<std::pin::Pin<Box<dyn std::future::Future<Output = Result<Written, Rejection>> + Send>>>,
+    outcome: Option<Outcome>,
     slot: Option<Slot>,
 }
 
@@ -132,7 +136,7 @@ impl std::fmt::Debug for ObjMsg {
 struct ObjectActor;
 
 struct ObjState {
-    backend: Arc<Backend>,
+    backend: Arc<dyn Proposer>,
     /// One permit per action in flight; a proposal holds one until its answer is ready.
     in_flight: Arc<tokio::sync::Semaphore>,
     max_in_flight: usize,
@@ -141,14 +145,14 @@ struct ObjState {
 impl Actor for ObjectActor {
     type Msg = ObjMsg;
     type State = ObjState;
-    type Arguments = Arc<Backend>;
+    type Arguments = (Arc<dyn Proposer>, usize);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<ObjMsg>,
-        backend: Arc<Backend>,
+        (backend, max_in_flight): (Arc<dyn Proposer>, usize),
     ) -> Result<ObjState, ActorProcessingErr> {
-        let max_in_flight = backend.config.actors.max_in_flight.max(1);
+        let max_in_flight = max_in_flight.max(1);
         let in_flight = Arc::new(tokio::sync::Semaphore::new(max_in_flight));
         Ok(ObjState { backend, in_flight, max_in_flight })
     }
@@ -173,10 +177,10 @@ impl Actor for ObjectActor {
                         Answer::Now(result)
                     }
                     // Proposed, in order: the next action may be proposed while this one commits.
-                    // Boxed: the proposal's future (the stamp lock, the send into raft's queue) is
-                    // large, and ractor moves the handler's future; a box moves as a pointer.
-                    None => match Box::pin(state.backend.propose(cmd)).await {
-                        Ok(outcome) => Answer::Later(InFlight { outcome: Some(Box::pin(outcome)), slot: Some(slot) }),
+                    // `Proposer::propose` answers with a boxed future: ractor moves the handler's
+                    // future, and a box moves as a pointer.
+                    None => match state.backend.clone().propose(cmd).await {
+                        Ok(outcome) => Answer::Later(InFlight { outcome: Some(outcome), slot: Some(slot) }),
                         Err(rejection) => {
                             drop(slot);
                             Answer::Now(Err(rejection))
@@ -249,21 +253,22 @@ impl Actors {
     }
 
     /// Runs `cmd` through the actor of `object`, spawning it if needed.
-    pub async fn dispatch(&self, b: &Arc<Backend>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
+    pub async fn dispatch(&self, b: Arc<dyn Proposer>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
         let (actor, pending) = match self.lookup(&object) {
             Some(found) => found,
             None => {
                 if self.registry().len() >= self.settings.max_live {
                     // Over the bound: still correct without an actor (apply decides), just unqueued.
-                    return b.submit_command(cmd).await;
+                    return b.propose(cmd).await?.await;
                 }
                 // Spawned outside the lock. Two callers may race to start the object's actor:
                 // the first one registered is the object's, the other stops before it handles
                 // anything, so one object never has two mailboxes (L5).
                 let pending = Arc::new(AtomicUsize::new(0));
-                let (spawned, _) = Actor::spawn(None, ObjectActor, b.clone()).await.map_err(|e| {
-                    Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
-                })?;
+                let (spawned, _) =
+                    Actor::spawn(None, ObjectActor, (b, self.settings.max_in_flight)).await.map_err(|e| {
+                        Rejection::new(Code::Unavailable, format!("cannot start the actor of {object}: {e}"))
+                    })?;
                 let mut live = self.registry();
                 match live.get_mut(&object) {
                     Some(e) if alive(&e.actor) => {

@@ -3,6 +3,8 @@
 //! and the answer from its applied result, and reads on one snapshot. It speaks domain types and
 //! answers every refusal as a [`Rejection`]; the doors convert requests and answers at their edge.
 
+pub use crate::actors::Written;
+use crate::actors::{Outcome, Proposer};
 use crate::config::{ClusterView, Config};
 use crate::credentials::{Caller, Consistency, Credentials, Operator};
 use kungfu_api::KeyedAction;
@@ -68,13 +70,6 @@ impl<R> Read<R> {
     pub fn map<S>(self, f: impl FnOnce(R) -> S) -> Read<S> {
         Read { value: f(self.value), stale: self.stale }
     }
-}
-
-/// A successful write: the receipt and whether it was replayed (L3).
-#[derive(Debug)]
-pub struct Written {
-    pub receipt: Receipt,
-    pub replayed: bool,
 }
 
 fn status(code: Code, message: impl Into<String>) -> Rejection {
@@ -380,7 +375,7 @@ impl Backend {
         );
         let run = async {
             match object {
-                Some(object) => self.actors.dispatch(self, object, cmd).await,
+                Some(object) => self.actors.dispatch(self.clone(), object, cmd).await,
                 // An action on no one object (a new Memory or thread, a join whose grant names no
                 // thread, a registration) is pre-checked here, as an actor pre-checks its own: a
                 // definite refusal or a replay costs no log write (DESIGN §3, issue #16). Its
@@ -544,12 +539,7 @@ impl Backend {
             Err(e) => return Err(status(Code::Unavailable, e.to_string())),
         }
         let limits = self.limits();
-        let now = Timestamp(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros() as u64)
-                .unwrap_or(0),
-        );
+        let now = self.node.clock.now();
         self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_rejection(&e))
     }
 
@@ -569,12 +559,7 @@ impl Backend {
         let applied = m.last_applied.as_ref().map(|l| l.index).unwrap_or(0);
         let committed = m.cluster_committed.as_ref().map(|l| l.index).unwrap_or(applied);
         let limits = self.limits();
-        let now = Timestamp(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros() as u64)
-                .unwrap_or(0),
-        );
+        let now = self.node.clock.now();
         let value = self.node.state.read(|s| f(s, &limits, now)).map_err(|e| kungfu_api::read_error_rejection(&e))?;
         Ok(Read { value, stale: Some((applied, committed.saturating_sub(applied))) })
     }
@@ -588,4 +573,21 @@ impl Backend {
 /// Compares secrets without leaking where they differ through timing.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Proposer for Backend {
+    fn precheck(&self, cmd: &Command) -> Option<Result<Written, Rejection>> {
+        Backend::precheck(self, cmd)
+    }
+
+    // Boxed: the proposal's future (the stamp lock, the send into raft's queue) is large.
+    fn propose(
+        self: Arc<Self>,
+        cmd: Command,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Outcome, Rejection>> + Send>> {
+        Box::pin(async move {
+            let outcome = Backend::propose(&self, cmd).await?;
+            Ok(Box::pin(outcome) as Outcome)
+        })
+    }
 }

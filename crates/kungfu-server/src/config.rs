@@ -242,7 +242,7 @@ pub struct Config {
     /// The web console at `/ui/` on the HTTP listener.
     pub console: ConsoleSettings,
     /// Per-object actors: how many live at once, idle timeout, mailbox bound, actions in flight.
-    pub actors: crate::actors::ActorSettings,
+    pub actors: ActorSettings,
     /// OpenTelemetry export (`[telemetry]`); off by default.
     pub telemetry: TelemetrySettings,
     /// Threads of the node's async runtime (issue #30: a runtime sized for the machine). None:
@@ -283,7 +283,7 @@ impl Default for Config {
             http_advertise: None,
             mcp: McpSettings::default(),
             console: ConsoleSettings::default(),
-            actors: crate::actors::ActorSettings::default(),
+            actors: ActorSettings::default(),
             telemetry: TelemetrySettings::default(),
             worker_threads: None,
             accept_data_loss: false,
@@ -498,5 +498,25 @@ impl Config {
             return Err(bad("limits.default_page_size", "must be between 1 and limits.max_page_size"));
         }
         Ok(())
+    }
+}
+
+/// Actor settings.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActorSettings {
+    /// Most actors alive at once on this node.
+    pub max_live: usize,
+    /// An actor with nothing to do for this long stops.
+    pub idle_ms: u64,
+    /// Most actions waiting in one object's mailbox.
+    pub max_pending: usize,
+    /// Most actions of one object proposed to raft and not yet applied (at least 1).
+    pub max_in_flight: usize,
+}
+
+impl Default for ActorSettings {
+    fn default() -> ActorSettings {
+        ActorSettings { max_live: 10_000, idle_ms: 30_000, max_pending: 1_000, max_in_flight: 64 }
     }
 }

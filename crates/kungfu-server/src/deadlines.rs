@@ -69,10 +69,9 @@ impl Backoff {
     }
 }
 
-fn now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0),
-    )
+/// The time now, by the node's clock (the one place wall time becomes a `Timestamp`).
+fn now(b: &Backend) -> Timestamp {
+    b.node.clock.now()
 }
 
 /// Runs until `stop` changes.
@@ -199,7 +198,7 @@ async fn lead(b: &Arc<Backend>, stop: &mut tokio::sync::watch::Receiver<bool>) -
     let mut retry_at: Option<tokio::time::Instant> = None;
     let mut backoff = Backoff::new();
     loop {
-        let wake = next_wake(&pending, retry_at);
+        let wake = next_wake(now(&b), &pending, retry_at);
         tokio::select! {
             _ = stop.changed() => return Led::Stopped,
             r = &mut lost => {
@@ -247,9 +246,12 @@ fn far_future() -> tokio::time::Instant {
 
 /// When the timer must wake: at the earliest due time (or the retry time after a failed
 /// proposal, whichever is later), None with nothing pending.
-fn next_wake(pending: &Pending, retry_at: Option<tokio::time::Instant>) -> Option<tokio::time::Instant> {
+fn next_wake(
+    mut wall: Timestamp,
+    pending: &Pending,
+    retry_at: Option<tokio::time::Instant>,
+) -> Option<tokio::time::Instant> {
     let first = pending.0.first()?;
-    let mut wall = now();
     if crate::canary::armed("early-deadlines") {
         wall = Timestamp(wall.0 + crate::canary::EARLY_BY_MICROS);
     }
@@ -260,7 +262,7 @@ fn next_wake(pending: &Pending, retry_at: Option<tokio::time::Instant>) -> Optio
 /// Proposes every deadline due now as one entry. Returns false if the outcome is unknown (the
 /// deadlines are back in `pending`, to be proposed again after the backoff's pause).
 async fn fire(b: &Arc<Backend>, pending: &mut Pending) -> bool {
-    let mut t = now();
+    let mut t = now(b);
     if crate::canary::armed("early-deadlines") {
         t = Timestamp(t.0 + crate::canary::EARLY_BY_MICROS);
     }
@@ -271,7 +273,7 @@ async fn fire(b: &Arc<Backend>, pending: &mut Pending) -> bool {
     let actions = due.iter().map(|d| Action::Expire { obligation: d.obligation, due_at: d.due_at }).collect();
     match b.submit_system_many(actions).await {
         Ok(outcomes) => {
-            let at = now();
+            let at = now(b);
             for (d, outcome) in due.iter().zip(outcomes) {
                 match outcome {
                     Ok(_) => {

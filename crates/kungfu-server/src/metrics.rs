@@ -209,8 +209,12 @@ fn disk(data_dir: &Path) {
 
 /// Publishes this node's raft, readiness and actor gauges every second until `stop` changes, and
 /// the raft log's fsync times measured since the last second.
-pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let node: &Arc<RaftNode> = &backend.node;
+pub async fn publish_gauges(
+    node: Arc<RaftNode>,
+    actors: Arc<crate::actors::Actors>,
+    ready: impl Fn() -> bool + Send,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         let m = node.metrics();
         let index = |l: &Option<kungfu_raft::types::LogId>| l.as_ref().map(|l| l.index).unwrap_or(0);
@@ -244,9 +248,9 @@ pub async fn publish_gauges(backend: Arc<crate::backend::Backend>, mut stop: tok
         for took in node.log.take_sync_latencies() {
             metrics::histogram!("kungfu_raft_log_sync_seconds").record(took.as_secs_f64());
         }
-        metrics::gauge!("kungfu_ready").set(if backend.readiness().is_ok() { 1.0 } else { 0.0 });
-        metrics::gauge!("kungfu_live_actors").set(backend.actors.live() as f64);
-        metrics::gauge!("kungfu_actor_queued_actions").set(backend.actors.queued() as f64);
+        metrics::gauge!("kungfu_ready").set(if ready() { 1.0 } else { 0.0 });
+        metrics::gauge!("kungfu_live_actors").set(actors.live() as f64);
+        metrics::gauge!("kungfu_actor_queued_actions").set(actors.queued() as f64);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,

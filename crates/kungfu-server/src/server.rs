@@ -106,7 +106,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         }
         None => None,
     };
-    let gauges = tokio::spawn(crate::metrics::publish_gauges(backend.clone(), stop_rx.clone()));
+    let ready = {
+        let b = backend.clone();
+        move || b.readiness().is_ok()
+    };
+    let gauges = tokio::spawn(crate::metrics::publish_gauges(
+        backend.node.clone(),
+        backend.actors.clone(),
+        ready,
+        stop_rx.clone(),
+    ));
     let sweeper = tokio::spawn(backend.actors.clone().run_sweeper(stop_rx));
 
     // Open watch streams would hold the door's graceful shutdown forever; they end when it begins.

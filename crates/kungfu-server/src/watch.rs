@@ -396,19 +396,13 @@ fn read_rejection(e: &ReadError) -> Rejection {
     kungfu_api::read_error_rejection(e)
 }
 
-fn wall_now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0),
-    )
-}
-
 // --- The turn -------------------------------------------------------------------------------------
 
 /// The whole turn of `me` on one snapshot, and an applied index that snapshot reflects (read
 /// before the snapshot is taken: the metrics report an index only once its commit is in storage).
 fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Rejection> {
     let applied = b.node.applied_index().unwrap_or(0);
-    let now = wall_now();
+    let now = b.node.clock.now();
     let items = b.node.state.read(|s| {
         let mut items = Vec::new();
         let mut cursor = None;
@@ -451,7 +445,7 @@ async fn run_turn(
     send_turn(feed, first, &cursor).await?;
     let mut digest = cursor.digest;
     loop {
-        feed.wait(until_next_wait(&sent, wall_now())).await?;
+        feed.wait(until_next_wait(&sent, feed.b.node.clock.now())).await?;
         feed.check().map_err(End::Refused)?;
         let (applied, items) = read_turn(&feed.b, me, &limits).map_err(End::Refused)?;
         let now = wire::turn_digest(me, &items);

@@ -8,31 +8,12 @@
 use crate::keys;
 use crate::limits::{CoordLimits, Limits};
 use crate::model::*;
-use crate::read::{ReadError, ReadResult, current_membership, pinned_content};
+use crate::read::{ReadError, ReadResult, current_membership};
 use crate::state::{Record, StateError, StateExt, StateRead};
 use kungfu_types::{
-    AgentId, Code, Content, EntrySeq, ExternalRef, FakReason, Labels, RecordId, Rejection, Scope, Taint, ThreadId,
-    Timestamp,
+    AgentId, Code, Content, EntrySeq, ExternalRef, FakReason, Labels, RecordId, Rejection, Scope, ThreadId, Timestamp,
 };
 use serde::{Deserialize, Serialize};
-
-/// The labels of an entry's pinned version, whether it is held (quarantined: content withheld,
-/// design §2.6), and its content when the reader may read it.
-/// Labels are shown only with readable content, so an unreadable pin never reveals its labels
-/// (design §2.4, §12).
-pub(crate) fn labeled_content(
-    state: &dyn StateRead,
-    entry: &Entry,
-) -> ReadResult<(Option<Labels>, bool, Option<Content>)> {
-    let Some(content) = pinned_content(state, entry.author, entry.pin)? else {
-        return Ok((None, false, None));
-    };
-    let labels = state.labels(entry.pin)?;
-    if labels.is_some_and(|l| l.taint == Taint::Quarantined) {
-        return Ok((labels, true, None));
-    }
-    Ok((labels, false, Some(content)))
-}
 
 // --- Design §3.5 Mailbox --------------------------------------------------------------------------
 
@@ -105,7 +86,7 @@ pub fn mailbox(
         if filter == MailFilter::AskedMe && !entry.responders.contains(&agent) {
             continue;
         }
-        let (labels, held, content) = labeled_content(state, &entry)?;
+        let (labels, held, content) = crate::visibility::labeled_content(state, &entry)?;
         // At least one item always carries its content; later ones only within the budget.
         let size = content.as_ref().map_or(0, Content::len);
         let (content, content_omitted) = match content {
@@ -690,7 +671,7 @@ pub fn record_body(
     Ok(match reference {
         BodyRef::External(e) => RecordBody::External(e),
         BodyRef::Pin(pin) => {
-            let content = pinned_content(state, author, pin)?;
+            let content = crate::visibility::pinned_content(state, author, pin)?;
             // Labels only with readable content, so an unreadable pin never reveals them (§12).
             let labels = if content.is_some() { state.labels(pin)? } else { None };
             RecordBody::Pin { pin, labels, content }

@@ -8,7 +8,7 @@
 use super::threads::{emit_post, speakers_of};
 use super::{Cx, Fail, Res, assignments, memory, reject, reject_field};
 use crate::action::{Addressees, LabeledBody, NewAssignment, RankGoal};
-use crate::coord::floor::{self, effective};
+use crate::coord::floor::effective;
 use crate::fact::Fact;
 use crate::keys;
 use crate::limits::CoordLimits;
@@ -18,17 +18,8 @@ use crate::state::{Record, StateError, StateExt, StateRead};
 use kungfu_types::{AgentId, Code, Content, EntrySeq, FakReason, Labels, MemoryId, Micros, Rejection, Scope, ThreadId};
 use std::collections::BTreeSet;
 
-pub(super) use crate::coord::floor::Context;
-
-/// The floor (design §2.3) for the content named by `field`.
-pub(super) fn floor_at(_cx: &Cx<'_>, field: &str, labels: Labels, context: Context) -> Res<()> {
-    floor::floor(labels, context).map_err(|r| {
-        let mut named = Rejection::field(r.code, field, r.message);
-        named.fak = r.fak;
-        named.fak_shared = r.fak_shared;
-        Fail::Reject(named)
-    })
-}
+use super::floor_at;
+use crate::coord::floor::Context;
 
 pub(super) const LIMITS: CoordLimits = CoordLimits::DEFAULT;
 
@@ -51,7 +42,7 @@ pub(super) fn write_labeled(
             let m = memory::updatable_memory(cx, me, id, content)?;
             // Design §2.4: a public Memory takes no version that could not be published.
             if m.is_public() {
-                floor_at(cx, "labels", labels, Context::Published)?;
+                floor_at("labels", labels, Context::Published)?;
             }
             let version = m.current.next();
             cx.emit(Fact::MemoryUpdated { memory: id, version, content: content.clone() })?;
@@ -99,7 +90,7 @@ pub(super) fn widen_scope(cx: &mut Cx<'_>, me: AgentId, pin: Pin, scope: Scope) 
     }
     let labels = Labels::new(current.taint, scope);
     if m.is_public() {
-        floor_at(cx, "scope", labels, Context::Published)?;
+        floor_at("scope", labels, Context::Published)?;
     }
     if m.current.0 >= cx.limits.max_versions_per_memory {
         return reject(
@@ -129,7 +120,7 @@ pub(super) fn resolve_body(cx: &Cx<'_>, me: AgentId, field: &str, body: &Labeled
         LabeledBody::Pin(pin) => {
             cx.referable_pin(&format!("{field}.pin"), *pin, me)?;
             match cx.tx.labels(*pin)? {
-                Some(labels) => floor_at(cx, &format!("{field}.pin"), labels, Context::ThreadEntry)?,
+                Some(labels) => floor_at(&format!("{field}.pin"), labels, Context::ThreadEntry)?,
                 None => {
                     return Err(Fail::Reject(
                         Rejection::field(
@@ -147,7 +138,7 @@ pub(super) fn resolve_body(cx: &Cx<'_>, me: AgentId, field: &str, body: &Labeled
         LabeledBody::Content { content, labels } => {
             // Wire paths: `LabeledContent { content, labels }` sits at `<field>.content`.
             cx.content(&format!("{field}.content.content"), content, cx.limits.max_content_bytes)?;
-            floor_at(cx, &format!("{field}.content.labels"), *labels, Context::ThreadEntry)?;
+            floor_at(&format!("{field}.content.labels"), *labels, Context::ThreadEntry)?;
             Ok(Resolved::Content(content.clone(), *labels))
         }
     }

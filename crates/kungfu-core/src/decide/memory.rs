@@ -1,7 +1,7 @@
 //! §5 Memory: creating, updating, publishing, unpublishing and withdrawing a Memory.
 
-use super::coord::{self, Context};
 use super::{Cx, Res, not_found, reject};
+use crate::coord::floor::Context;
 use crate::fact::Fact;
 use crate::model::*;
 use crate::receipt::ActionResult;
@@ -84,7 +84,7 @@ pub(super) fn set_visibility(cx: &mut Cx<'_>, me: AgentId, memory: MemoryId, pub
     if public {
         // Design §2.4: a labeled current version must be public and not quarantined to publish.
         if let Some(labels) = cx.tx.labels(Pin { memory, version: m.current })? {
-            coord::floor_at(cx, "memory", labels, Context::Published)?;
+            super::floor_at("memory", labels, Context::Published)?;
         }
         cx.emit(Fact::MemoryPublished { memory })?;
         Ok(ActionResult::MemoryPublished { memory })

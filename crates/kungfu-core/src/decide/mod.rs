@@ -441,3 +441,15 @@ fn deadline_won(cx: &Cx<'_>, settled: &[ObligationId], id: ObligationId) -> Res<
     }
     Ok(())
 }
+
+/// The coordination layer's floor (design §2.3) for the content named by `field`: the base
+/// protocol's actions (§5 publish, §6.1 post, §7 inputs) and the coordination layer's apply the
+/// same rule, named by the wire field at fault.
+fn floor_at(field: &str, labels: kungfu_types::Labels, context: crate::coord::floor::Context) -> Res<()> {
+    crate::coord::floor::floor(labels, context).map_err(|r| {
+        let mut named = Rejection::field(r.code, field, r.message);
+        named.fak = r.fak;
+        named.fak_shared = r.fak_shared;
+        Fail::Reject(named)
+    })
+}

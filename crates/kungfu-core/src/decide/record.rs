@@ -3,9 +3,7 @@
 //! that creates no obligation and grants no right (design §6). Every check runs before the first
 //! fact, so a refusal has no effect and the leader's pre-check refuses exactly what apply would.
 
-use super::coord::{
-    LIMITS, Resolved, check_memory_capacity, floor_at, resolve_body, speaker_in_open_thread, write_body,
-};
+use super::coord::{LIMITS, Resolved, check_memory_capacity, resolve_body, speaker_in_open_thread, write_body};
 use super::threads::{check_ask, emit_post};
 use super::{Cx, Fail, Res, memory, reject, reject_field};
 use crate::action::{ArtifactInput, BodyInput, LabeledBody, PatchOp};
@@ -122,7 +120,7 @@ fn admit(
         }
     };
     let labels = admitted.labels();
-    if let Err(Fail::Reject(mut r)) = floor_at(cx, &labels_field, labels, Context::RecordItem { record_scope }) {
+    if let Err(Fail::Reject(mut r)) = super::floor_at(&labels_field, labels, Context::RecordItem { record_scope }) {
         if labels.taint == Taint::Quarantined {
             r.fak_shared = Some(quarantined);
         }

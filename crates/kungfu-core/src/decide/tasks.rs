@@ -1,9 +1,9 @@
 //! §7 Task: creating a Task, revising its contract, pausing and resuming it, and the engagements:
 //! taking, delivering, dropping and judging (§7.1–§7.4).
 
-use super::coord::{self, Context};
 use super::{Cx, Res, deadline_won, expire, reject, reject_field};
 use crate::action::ContractDraft;
+use crate::coord::floor::Context;
 use crate::fact::{Fact, Verdict};
 use crate::keys;
 use crate::model::*;
@@ -46,7 +46,7 @@ fn check_contract(cx: &Cx<'_>, me: AgentId, draft: &ContractDraft) -> Res<Contra
                 }
                 // Design §2.4: a labeled input must be shareable with a contractual audience.
                 if let Some(labels) = cx.tx.labels(*pin)? {
-                    coord::floor_at(cx, &field, labels, Context::TaskInput)?;
+                    super::floor_at(&field, labels, Context::TaskInput)?;
                 }
             }
             Some(m) if visibility::memory_readable(&m, me) => {

@@ -1,9 +1,9 @@
 //! §6.1–§6.3 and §6.5 Thread: creation and admission, members and roles, entries and responses, and
 //! closing. Assignments (§6.4) are in `assignments`.
 
-use super::coord::{self, Context};
 use super::{Cx, Fail, Res, assignments, memory, reject, reject_field};
 use crate::action::{NewAssignment, NewGrant, PostBody};
+use crate::coord::floor::Context;
 use crate::fact::Fact;
 use crate::keys;
 use crate::model::*;
@@ -233,7 +233,7 @@ pub(super) fn post(
             // keep the spec's behaviour (design R2). After the pin check, so an unreadable pin
             // answers NOT_FOUND and never reveals labels.
             if let Some(labels) = cx.tx.labels(*pin)? {
-                coord::floor_at(cx, "body.pin", labels, Context::ThreadEntry)?;
+                super::floor_at("body.pin", labels, Context::ThreadEntry)?;
             }
             *pin
         }
