@@ -1,5 +1,5 @@
 //! Suites: the `ci` profile (every workload once under its nemeses, plus canaries that must be
-//! found INVALID; about twelve minutes) and the `nightly` profile (five nodes, every workload under
+//! found INVALID; about fourteen minutes) and the `nightly` profile (five nodes, every workload under
 //! every nemesis, long runs, for a soak by hand).
 
 use crate::checker::Validity;
