@@ -430,6 +430,8 @@ pub fn heal_partitions(cluster: &Cluster) -> Result<()> {
 /// Heals everything a run may have left in force (the final heal).
 pub async fn heal_all(cluster: &mut Cluster) -> Result<()> {
     heal_partitions(cluster)?;
+    // Nodes that exited by themselves (fenced after a disk fault) are started below with the rest.
+    cluster.reap_exited();
     for id in cluster.ids() {
         cluster.resume(id)?;
         let _ = cluster.set_skew(id, 0);
