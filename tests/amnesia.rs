@@ -6,7 +6,8 @@
 //! missing the writes, reusing their entry numbers. With it, node 2 reports itself damaged (naming
 //! the mark file) and neither votes nor campaigns, so no leader is elected and writes are refused;
 //! once node 1 is back, it leads, node 2 catches up and reports whole, and every acknowledged write
-//! reads back with its original receipt and content.
+//! reads back with its original receipt and content. A follower that loses entries while its
+//! leader stays up is sent them again; the leader does not panic on the follower's shorter log.
 
 use kungfu_api::pb;
 use kungfu_system_tests::{BOUND, Client, Cluster, agreed_leader, connect, content, register_when_serving};
@@ -228,4 +229,52 @@ async fn accepting_the_loss_while_the_majority_lacks_the_writes_elects_a_leader_
     };
     assert!(!retried.replayed, "write {key} was lost, not replayed");
     assert_ne!(retried.receipt.as_ref(), Some(receipt), "a new receipt for a write acknowledged before");
+}
+
+/// A follower that lost acknowledged entries while the leader stayed up: the leader's replication
+/// progress says the follower holds entries it no longer has. The leader sends them again (openraft
+/// `allow_log_reversion`) instead of panicking ("follower log reversion is not allowed", found by
+/// the chaos harness's `flip-byte` nemesis), and the follower, damaged, is whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_stayed_up_sends_a_follower_its_lost_entries_again_without_panicking() {
+    let extra = format!("operator_token = \"{TOKEN}\"\n");
+    let mut cluster = Cluster::start(3, &extra);
+    let leader = agreed_leader(&cluster, TOKEN).await;
+    let follower = if leader == 1 { 2 } else { 1 };
+    let api = cluster.nodes[&leader].api;
+    let anon = Client { channel: connect(api).await, key: None };
+    let (_, agent) = register_when_serving(&anon, "reverted", || cluster.logs()).await;
+    for i in 0..WRITES {
+        let req = agent
+            .req(pb::CreateMemoryRequest { idempotency_key: format!("r{i}"), content: content(&memory_content(i)) });
+        agent.memories().create(req).await.unwrap_or_else(|s| panic!("write {i}: {s}\n{}", cluster.logs()));
+    }
+
+    // The follower crashes and loses the second half of its live write-ahead log.
+    cluster.nodes.get_mut(&follower).expect("follower").kill();
+    let wal = live_wal(&cluster.dir.path().join(format!("data{follower}")).join("log"));
+    let len = std::fs::metadata(&wal).expect("wal").len();
+    std::fs::OpenOptions::new().write(true).open(&wal).expect("open wal").set_len(len / 2).expect("cut");
+    cluster.nodes.get_mut(&follower).expect("follower").start();
+
+    let api_f = cluster.nodes[&follower].api;
+    let start = Instant::now();
+    loop {
+        let s = status(api_f).await;
+        let whole_again = cluster.nodes[&follower].log().contains("the raft log is whole again");
+        if whole_again && s.as_ref().is_some_and(|s| s.damaged.is_empty()) {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the follower never became whole: {s:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log_f = cluster.nodes[&follower].log();
+    assert!(log_f.lines().any(|l| l.contains("ERROR") && l.contains("the raft log is damaged")), "{log_f}");
+    let logs = cluster.logs();
+    assert!(!logs.contains("panicked at"), "no node panicked:\n{logs}");
+    let leader_log = cluster.nodes[&leader].log();
+    assert!(leader_log.contains("follower log is reverted"), "the leader saw the reverted log:\n{leader_log}");
+    assert_eq!(agreed_leader(&cluster, TOKEN).await, leader, "the leader kept leading");
+    let s = status(api).await.expect("leader status");
+    assert_eq!(s.role, pb::RaftRole::Leader as i32, "{s:?}");
 }

@@ -628,9 +628,14 @@ impl Cluster {
     /// the node fences itself rather than acknowledge what it could not persist, and waits for an
     /// operator), as a supervisor would. Returns the restarted ids.
     pub async fn restart_fenced(&mut self) -> Result<Vec<u64>> {
+        // A fenced node exits a second after it stopped its raft: those already gone first.
+        let exited = self.reap_exited();
+        for id in &exited {
+            self.start_node(*id)?;
+        }
         let mut fenced = Vec::new();
         for s in self.statuses().await {
-            if !s.fatal_error.is_empty() || s.role == pb::RaftRole::Shutdown as i32 {
+            if !exited.contains(&s.node_id) && (!s.fatal_error.is_empty() || s.role == pb::RaftRole::Shutdown as i32) {
                 fenced.push(s.node_id);
             }
         }
@@ -638,7 +643,25 @@ impl Cluster {
             self.kill(*id)?;
             self.start_node(*id)?;
         }
+        fenced.extend(exited);
+        fenced.sort_unstable();
         Ok(fenced)
+    }
+
+    /// Forgets the processes that exited by themselves (a node that stopped its raft exits for its
+    /// supervisor to restart it), so that a heal starts them again; returns their ids.
+    pub fn reap_exited(&mut self) -> Vec<u64> {
+        let mut exited = Vec::new();
+        for (id, node) in self.nodes.iter_mut() {
+            if let Some(c) = node.child.as_mut() {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    node.child = None;
+                    node.paused = false;
+                    exited.push(*id);
+                }
+            }
+        }
+        exited
     }
 
     /// Every node's log text (for the always-on crash check).

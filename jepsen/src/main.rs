@@ -28,8 +28,8 @@ enum Command {
         #[arg(long)]
         workload: String,
         /// Comma-separated nemeses (partition-node, partition-leader, partition-halves,
-        /// partition-one-way, kill, kill-leader, kill-all, pause, clock, disk-full, fsync, membership); empty
-        /// for none.
+        /// partition-one-way, kill, kill-leader, kill-all, pause, clock, disk-full, fsync, membership,
+        /// truncate-log, flip-byte, amnesia); empty for none.
         #[arg(long, default_value = "")]
         nemesis: String,
         #[arg(long, default_value_t = 3)]

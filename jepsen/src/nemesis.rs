@@ -7,12 +7,14 @@
 //! recorded in the history as a `nemesis` op, so a checker (and a reader) sees the fault windows.
 
 use crate::cluster::{Cluster, NetMode, in_ns, node_ip, ns_name};
-use anyhow::{Result, bail};
+use crate::recorder::Recorder;
+use anyhow::{Context, Result, anyhow, bail};
 use rand::Rng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 /// The faults a run can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -43,6 +45,22 @@ pub enum Kind {
     /// Replace a voter (not the leader) by a fresh node: remove it, add a new node as a learner
     /// and promote it (netns mode; long profile).
     Membership,
+    /// SIGKILL one random node and cut its raft log's live write-ahead log (`log/*.log`, the
+    /// newest) to a seeded fraction of its length (a disk that lost synced data); restart it at
+    /// heal. A cut reaching entries it acknowledged leaves it damaged: it repairs from the leader.
+    TruncateLog,
+    /// SIGKILL one random node and flip one seeded byte of its raft log's live write-ahead log;
+    /// restart it at heal. Only the write-ahead log: RocksDB recovers it to its last whole record
+    /// (the acknowledged mark then finds any acknowledged entry lost); table files and manifests
+    /// are not flipped (a node refuses to start on those, fail-closed, and the harness does not
+    /// wipe and rejoin it).
+    FlipByte,
+    /// Issue #33's amnesia sequence: with `n/2` nodes (A) killed, writes are acknowledged by the
+    /// others for a while; then one of those (B) is killed and its live write-ahead log cut to half
+    /// of what it grew since A stopped, the rest (C) are killed, and B and A are started: a
+    /// majority in which B lost acknowledged writes and A never had them. B must not vote or lead
+    /// (the acknowledged mark); at heal C is started.
+    Amnesia,
 }
 
 impl Kind {
@@ -59,6 +77,9 @@ impl Kind {
         Kind::DiskFull,
         Kind::Fsync,
         Kind::Membership,
+        Kind::TruncateLog,
+        Kind::FlipByte,
+        Kind::Amnesia,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +96,9 @@ impl Kind {
             Kind::DiskFull => "disk-full",
             Kind::Fsync => "fsync",
             Kind::Membership => "membership",
+            Kind::TruncateLog => "truncate-log",
+            Kind::FlipByte => "flip-byte",
+            Kind::Amnesia => "amnesia",
         }
     }
 
@@ -114,12 +138,17 @@ pub enum Active {
     Replaced,
 }
 
-/// Starts a fault of `kind`; returns what to heal and a JSON description for the history.
+/// How long the amnesia nemesis lets the nodes other than A acknowledge writes before it stops B.
+pub const AMNESIA_WRITES: std::time::Duration = std::time::Duration::from_millis(2500);
+
+/// Starts a fault of `kind`; returns what to heal and a JSON description for the history. A fault
+/// of several steps (amnesia) records each step as a nemesis op through `rec`.
 pub async fn start(
     cluster: &mut Cluster,
     kind: Kind,
     rng: &mut ChaCha8Rng,
     max_skew_secs: i64,
+    rec: Option<&Recorder>,
 ) -> Result<(Active, serde_json::Value)> {
     let ids = cluster.ids();
     let leader = cluster.leader().await;
@@ -198,7 +227,113 @@ pub async fn start(
             let added = cluster.add_voter().await?;
             (Active::Replaced, json!({"removed": victim, "added": added}))
         }
+        Kind::TruncateLog => {
+            cluster.kill(random)?;
+            let fraction = rng.random_range(0.05..0.95);
+            let wal = live_wal(&cluster.nodes[&random].data)?;
+            let len = std::fs::metadata(&wal)?.len();
+            let cut = (len as f64 * fraction) as u64;
+            cut_file(&wal, cut)?;
+            (Active::Killed(vec![random]), json!({"killed": [random], "wal": wal, "bytes": len, "cut_to": cut}))
+        }
+        Kind::FlipByte => {
+            cluster.kill(random)?;
+            let wal = live_wal(&cluster.nodes[&random].data)?;
+            let len = std::fs::metadata(&wal)?.len();
+            let at = if len == 0 { 0 } else { rng.random_range(0..len) };
+            let bit = rng.random_range(0..8u8);
+            if len > 0 {
+                flip_bit(&wal, at, bit)?;
+            }
+            (
+                Active::Killed(vec![random]),
+                json!({"killed": [random], "file": wal, "bytes": len, "offset": at, "bit": bit}),
+            )
+        }
+        Kind::Amnesia => amnesia(cluster, rng, rec).await?,
     })
+}
+
+/// The amnesia sequence ([`Kind::Amnesia`]); every step is recorded as a nemesis op.
+async fn amnesia(
+    cluster: &mut Cluster,
+    rng: &mut ChaCha8Rng,
+    rec: Option<&Recorder>,
+) -> Result<(Active, serde_json::Value)> {
+    let step = |f: &str, v: serde_json::Value| {
+        if let Some(r) = rec {
+            r.nemesis(f, v);
+        }
+    };
+    let mut ids = cluster.ids();
+    if ids.len() < 3 {
+        bail!("amnesia needs at least three nodes");
+    }
+    ids.shuffle(rng);
+    let n = ids.len();
+    let a: Vec<u64> = ids[..n / 2].to_vec();
+    let b = ids[n / 2];
+    let c: Vec<u64> = ids[n / 2 + 1..].to_vec();
+    for id in &a {
+        cluster.kill(*id)?;
+    }
+    // Where B's write-ahead log stood when A stopped: what it gains from here on, A never had.
+    let before = live_wal(&cluster.nodes[&b].data)?;
+    let from = std::fs::metadata(&before)?.len();
+    step("amnesia-kill-a", json!({"killed": a, "b": b, "c": c, "b_wal": before, "b_wal_bytes": from}));
+    tokio::time::sleep(AMNESIA_WRITES).await;
+    cluster.kill(b)?;
+    let wal = live_wal(&cluster.nodes[&b].data)?;
+    let len = std::fs::metadata(&wal)?.len();
+    // Half of what it gained while A was down (half the file if RocksDB started a new one).
+    let start = if wal == before { from.min(len) } else { 0 };
+    let cut = start + (len - start) / 2;
+    cut_file(&wal, cut)?;
+    step("amnesia-cut-b", json!({"killed": [b], "wal": wal, "bytes": len, "grew": len - start, "cut_to": cut}));
+    for id in &c {
+        cluster.kill(*id)?;
+    }
+    step("amnesia-kill-c", json!({"killed": c}));
+    cluster.start_node(b)?;
+    for id in &a {
+        cluster.start_node(*id)?;
+    }
+    let up: Vec<u64> = std::iter::once(b).chain(a.iter().copied()).collect();
+    step("amnesia-start-b-a", json!({"started": up}));
+    Ok((Active::Killed(c.clone()), json!({"a": a, "b": b, "c": c, "up": up, "wal": wal, "cut_to": cut})))
+}
+
+/// The newest write-ahead log file of a node's raft log (RocksDB numbers them rising).
+pub fn live_wal(data: &Path) -> Result<PathBuf> {
+    let dir = data.join("log");
+    let mut wals: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    wals.sort();
+    wals.pop().ok_or_else(|| anyhow!("no write-ahead log in {}", dir.display()))
+}
+
+/// Cuts `file` to `len` bytes and syncs it.
+fn cut_file(file: &Path, len: u64) -> Result<()> {
+    let f = std::fs::OpenOptions::new().write(true).open(file)?;
+    f.set_len(len)?;
+    f.sync_all()?;
+    Ok(())
+}
+
+/// Flips bit `bit` of the byte at `offset` of `file` and syncs it.
+fn flip_bit(file: &Path, offset: u64, bit: u8) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(file)?;
+    let mut byte = [0u8; 1];
+    f.read_exact_at(&mut byte, offset)?;
+    byte[0] ^= 1 << bit;
+    f.write_all_at(&byte, offset)?;
+    f.sync_all()?;
+    Ok(())
 }
 
 /// Heals one fault. After a disk fault, a node that fenced itself (it stops its raft rather than
@@ -295,6 +430,8 @@ pub fn heal_partitions(cluster: &Cluster) -> Result<()> {
 /// Heals everything a run may have left in force (the final heal).
 pub async fn heal_all(cluster: &mut Cluster) -> Result<()> {
     heal_partitions(cluster)?;
+    // Nodes that exited by themselves (fenced after a disk fault) are started below with the rest.
+    cluster.reap_exited();
     for id in cluster.ids() {
         cluster.resume(id)?;
         let _ = cluster.set_skew(id, 0);

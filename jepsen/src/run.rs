@@ -169,7 +169,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
                 let Some(kind) = kinds.choose(&mut rng).copied() else { break };
                 let started = {
                     let mut c = cluster.lock().await;
-                    nemesis::start(&mut c, kind, &mut rng, skew).await
+                    nemesis::start(&mut c, kind, &mut rng, skew, Some(&rec)).await
                 };
                 match started {
                     Ok((active, value)) => {
@@ -233,8 +233,11 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
     }
     wl.final_reads(&env, last_process + opts.concurrency as u64 + 1).await?;
     let history = rec.finish()?;
+    // The run's own path is left out of the match: a store named `.../corrupt-runs` is no crash.
+    let run_path = dir.display().to_string();
     for (id, text) in cluster.lock().await.logs() {
         for line in text.lines() {
+            let line = line.replace(&run_path, "<run>");
             if line.contains("panicked at") || line.contains("Corruption") || line.contains("corrupt") {
                 always.push(("crash".into(), format!("node {id}: {line}")));
                 break;

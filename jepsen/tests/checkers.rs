@@ -844,6 +844,67 @@ mod facts {
         b.ok(1, json!({"id": "f1"}));
         assert_unknown(&run(&b), "no_final_read");
     }
+
+    /// A final read that names each fact's entry number.
+    fn numbered_read(b: &mut HistoryBuilder, p: u64, node: &str, facts: &[(&str, u64)]) {
+        let ids: Vec<&str> = facts.iter().map(|(id, _)| *id).collect();
+        let seqs: Vec<u64> = facts.iter().map(|(_, seq)| *seq).collect();
+        b.invoke(p, "final-read", json!({})).node(node);
+        b.ok(p, json!({"ids": ids, "seqs": seqs})).node(node);
+    }
+
+    #[test]
+    fn receipts_whose_entry_numbers_hold_their_facts_are_valid() {
+        let mut b = HistoryBuilder::new();
+        add(&mut b, 1, "f1");
+        b.ok(1, json!({"id": "f1", "seq": 1}));
+        add(&mut b, 2, "f2");
+        b.info(2, "TIMEOUT"); // happened, at 2
+        add(&mut b, 3, "f3");
+        b.ok(3, json!({"id": "f3", "seq": 3}));
+        for (p, node) in [(7, "n1"), (8, "n2"), (9, "n3")] {
+            numbered_read(&mut b, p, node, &[("f1", 1), ("f2", 2), ("f3", 3)]);
+        }
+        let v = run(&b);
+        assert_valid(&v);
+        assert_eq!(v.counts["reused"], 0);
+    }
+
+    #[test]
+    fn an_entry_number_reused_for_another_fact_is_flagged() {
+        // Issue #33's loss: f2 was acknowledged as entry 2, a leader that lost it gave entry 2 to
+        // f3, and every node converged on that (no divergence); f2 is lost too.
+        let mut b = HistoryBuilder::new();
+        add(&mut b, 1, "f1");
+        b.ok(1, json!({"id": "f1", "seq": 1}));
+        add(&mut b, 2, "f2");
+        b.ok(2, json!({"id": "f2", "seq": 2}));
+        add(&mut b, 3, "f3");
+        b.info(3, "TIMEOUT");
+        for (p, node) in [(7, "n1"), (8, "n2"), (9, "n3")] {
+            numbered_read(&mut b, p, node, &[("f1", 1), ("f3", 2)]);
+        }
+        let v = run(&b);
+        assert_flags(&v, "reused");
+        assert_flags(&v, "lost");
+        let a = v.anomalies_named("reused").next().expect("one");
+        assert!(a.message.contains("f2") && a.message.contains("f3") && a.message.contains("entry 2"), "{a:?}");
+        assert!(a.ops.contains(&2) && a.ops.contains(&3), "names the add: {a:?}");
+    }
+
+    #[test]
+    fn a_reused_entry_number_is_flagged_even_when_the_fact_survives_elsewhere() {
+        // f2 was re-posted at entry 3 (a retry taken as new), while entry 2 holds f3.
+        let mut b = HistoryBuilder::new();
+        add(&mut b, 2, "f2");
+        b.ok(2, json!({"id": "f2", "seq": 2}));
+        add(&mut b, 3, "f3");
+        b.ok(3, json!({"id": "f3", "seq": 2}));
+        numbered_read(&mut b, 7, "n1", &[("f3", 2), ("f2", 3)]);
+        let v = run(&b);
+        assert_flags(&v, "reused");
+        assert!(v.anomalies_named("reused").count() >= 2, "both the receipts and the read: {:#?}", v.anomalies);
+    }
 }
 
 mod seq {

@@ -274,6 +274,9 @@ impl RaftNode {
             snapshot_max_chunk_size: cfg.net.snapshot_chunk_bytes as u64,
             enable_elect: !damaged,
             enable_leader_restore: damaged.then_some(false),
+            // Issue #33: a follower that restarts with less than it acknowledged (damaged) is sent
+            // its log again; without this openraft's leader panics on the follower's reverted log.
+            allow_log_reversion: Some(true),
             ..Default::default()
         }
         .validate()

@@ -13,6 +13,10 @@
 //!   before deciding it (last writer wins), so a replace on a stale base is accepted instead of
 //!   refused `STALE_BASE` (breaks COORDINATION §5.6; the `record-append` workload must report an
 //!   acknowledged replace whose base was not the rev before it).
+//! - `trust-damaged-log`: at start, before the raft log opens, the node deletes its acknowledged
+//!   mark (`<data_dir>/log/ACKNOWLEDGED`), so a log that lost entries it acknowledged is trusted as
+//!   whole: it votes and leads (breaks issue #33; the `amnesia` nemesis must make the `facts`
+//!   workload report acknowledged facts lost or their entry numbers reused).
 
 /// How far ahead `early-deadlines` fires.
 pub const EARLY_BY_MICROS: u64 = 3_000_000;

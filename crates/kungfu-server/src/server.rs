@@ -49,6 +49,15 @@ fn inject_fault(node: &RaftNode, spec: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The canary `trust-damaged-log`: deletes the raft log's acknowledged mark before the log opens,
+/// so a log that lost acknowledged entries is trusted as whole (issue #33's check skipped).
+fn forget_acknowledged_mark(data_dir: &std::path::Path) {
+    let mark = kungfu_storage::MarkFile::path_in(&data_dir.join("log"));
+    if std::fs::remove_file(&mark).is_ok() {
+        tracing::warn!(file = %mark.display(), "CANARY trust-damaged-log: deleted the acknowledged mark");
+    }
+}
+
 /// Runs a node until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     config.validate()?;
@@ -72,6 +81,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     };
     nc.net.max_append_bytes = config.raft.max_append_bytes;
     nc.net.dial = config.raft.dial.iter().filter_map(|(id, addr)| Some((id.parse().ok()?, addr.clone()))).collect();
+    if crate::canary::armed("trust-damaged-log") {
+        forget_acknowledged_mark(&config.data_dir);
+    }
     let node = Arc::new(RaftNode::start(nc).await?);
     tracing::info!(node = config.node_id, raft = %node.addr, "raft started");
     if let Ok(spec) = std::env::var(FAULT_RAFT_LOG) {

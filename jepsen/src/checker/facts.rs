@@ -16,24 +16,29 @@
 //! - `failed_present`: a read shows a fact whose every add definitely failed (`fail` means no
 //!   effect).
 //! - `divergence`: the final reads (one per node, after heal and quiescence) differ.
+//! - `reused`: an entry number was given to two writes. The receipt of an acknowledged add names
+//!   its entry number (`seq`): a read that shows another fact at that number, or two acknowledged
+//!   adds with one number, mean a number was handed out again (a leader that lost acknowledged
+//!   entries and reused their numbers, issue #33). Reads that carry no `seqs` are not compared.
 //!
 //! Counted, not flagged: `recovered` (facts whose adds were all indeterminate but which are
 //! present), `never_read` (known facts that no later read could confirm).
 //!
-//! **History schema.** `add`: invoke `{"id"}`. `read` / `final-read`: ok `{"ids": [id, ...]}`.
-//! Ids are strings or integers.
+//! **History schema.** `add`: invoke `{"id"}`, ok `{"id", "seq"?}` (the receipt's entry number).
+//! `read` / `final-read`: ok `{"ids": [id, ...], "seqs": [seq, ...]?}` (`seqs[i]` is the entry
+//! number holding `ids[i]`). Ids are strings or integers.
 
 use std::collections::{BTreeMap, HashSet};
 
 use super::Verdict;
-use super::val::{ident_field, ident_list};
+use super::val::{ident_field, ident_list, u64_field};
 use crate::history::{FINAL_READ, History, Pair, READ};
 
 /// `f` of an add.
 pub const ADD: &str = "add";
 
 /// Anomaly kinds this checker reports.
-pub const KINDS: &[&str] = &["lost", "stale", "unexpected", "failed_present", "divergence"];
+pub const KINDS: &[&str] = &["lost", "stale", "unexpected", "failed_present", "divergence", "reused"];
 
 /// Options of the facts checker.
 #[derive(Clone, Debug)]
@@ -53,6 +58,8 @@ impl Default for Options {
 struct Read<'h> {
     pair: Pair<'h>,
     ids: HashSet<String>,
+    /// The fact at each entry number, when the read names them.
+    at: BTreeMap<u64, String>,
 }
 
 /// Checks a facts history. See the module docs.
@@ -85,7 +92,15 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                     v.undecided("malformed", p.indexes(), "a read must return its ids");
                     continue;
                 };
-                reads.push(Read { pair: p, ids: ids.into_iter().collect() });
+                let mut at = BTreeMap::new();
+                if let Some(seqs) = resp.get("seqs").and_then(|s| s.as_array()) {
+                    for (id, seq) in ids.iter().zip(seqs) {
+                        if let Some(seq) = seq.as_u64() {
+                            at.insert(seq, id.clone());
+                        }
+                    }
+                }
+                reads.push(Read { pair: p, ids: ids.into_iter().collect(), at });
             }
             _ => {}
         }
@@ -171,6 +186,42 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
         }
     }
 
+    // Entry numbers: each acknowledged add's number holds its fact, and no other add's (issue #33).
+    let mut numbered: BTreeMap<u64, (&String, &Pair<'_>)> = BTreeMap::new();
+    let mut reused = 0;
+    for (id, ps) in &adds {
+        for p in ps.iter().filter(|p| p.is_ok()) {
+            let Some(seq) = p.response().and_then(|r| u64_field(r, "seq")) else { continue };
+            if let Some((other, q)) = numbered.get(&seq) {
+                if *other != id {
+                    reused += 1;
+                    let mut witness = q.indexes();
+                    witness.extend(p.indexes());
+                    v.flag("reused", witness, format!("facts {other} and {id} were both acknowledged as entry {seq}"));
+                }
+                continue;
+            }
+            numbered.insert(seq, (id, p));
+            // The first read that shows another fact at this number is the witness.
+            if let Some((r, shown)) =
+                reads.iter().find_map(|r| r.at.get(&seq).filter(|shown| *shown != id).map(|shown| (r, shown)))
+            {
+                reused += 1;
+                let mut witness = p.indexes();
+                witness.extend(r.pair.indexes());
+                v.flag(
+                    "reused",
+                    witness,
+                    format!(
+                        "fact {id} was acknowledged as entry {seq}, but read {} (node {}) shows fact {shown} there",
+                        r.pair.invoke_index(),
+                        r.pair.node().unwrap_or("?")
+                    ),
+                );
+            }
+        }
+    }
+
     // After heal and quiescence every node must answer the same (plan §5, final phase).
     let finals: Vec<&Read<'_>> = reads.iter().filter(|r| r.pair.f() == FINAL_READ).collect();
     if let Some(first) = finals.first() {
@@ -206,5 +257,6 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     v.count("stale_facts", stale);
     v.count("recovered", recovered);
     v.count("never_read", never_read);
+    v.count("reused", reused);
     v
 }

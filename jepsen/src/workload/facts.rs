@@ -1,7 +1,8 @@
 //! `facts` (Jepsen's set-full; L1): every process posts unique facts into one shared thread; the
 //! final reads list, on every node, the facts its own state holds. Every acknowledged fact must be
-//! on every node after recovery, nothing may appear that nobody posted, and the nodes must agree
-//! (`crate::checker::facts`).
+//! on every node after recovery, nothing may appear that nobody posted, the nodes must agree, and
+//! the entry number each acknowledged fact's receipt names must hold that fact in the final reads
+//! (no number reused for another write; `crate::checker::facts`).
 //!
 //! `big-entries` is the same with every entry padded to near the content limit (250 KiB of the
 //! 256 KiB), so a node cut off by a fault falls behind by tens of megabytes and must catch up
@@ -103,9 +104,13 @@ impl Workload for Facts {
             env.rec.invoke(p.id, "add", json!({ "id": id }), p.node, Some(&id));
             let body = self.body(&id);
             let r = c.post(Post::text(&self.thread, &body).ask(Vec::<String>::new()), Some(id.clone())).await;
-            p.finish_write(env, "add", Some(&id), r, |_| Completion {
-                value: json!({ "id": id }),
-                ..Completion::default()
+            p.finish_write(env, "add", Some(&id), r, |w| {
+                // The receipt's entry number: the checker finds it reused for another fact.
+                let seq = match w.value.receipt.as_ref().and_then(|r| r.result.as_ref()) {
+                    Some(pb::receipt::Result::Posted(posted)) => Some(posted.entry),
+                    _ => None,
+                };
+                Completion { value: json!({ "id": id, "seq": seq }), ..Completion::default() }
             });
         }
         .boxed()
@@ -119,6 +124,7 @@ impl Workload for Facts {
                 let reader = node_reader(endpoint, Some(self.lead_key.clone())).await?;
                 match thread_entries(&reader, &self.thread).await {
                     Ok(entries) => {
+                        let seqs: Vec<u64> = entries.iter().map(|(seq, _, _)| *seq).collect();
                         let ids: Vec<String> = entries.into_iter().map(|(_, body, _)| fact_id(&body)).collect();
                         env.rec.complete(
                             process,
@@ -126,7 +132,7 @@ impl Workload for Facts {
                             crate::history::FINAL_READ,
                             *node,
                             None,
-                            Completion { value: json!({ "ids": ids }), ..Completion::default() },
+                            Completion { value: json!({ "ids": ids, "seqs": seqs }), ..Completion::default() },
                         );
                     }
                     Err(e) => {
