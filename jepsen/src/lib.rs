@@ -25,7 +25,8 @@
 //! The rest runs tests against real clusters: [`cluster`] (kungfud processes in network
 //! namespaces, or on loopback behind [`proxy`]), [`nemesis`] (partitions, kills, pauses, clock
 //! skew, disk faults), [`workload`] (what the clients do; one module per checker), [`recorder`]
-//! (the live history), [`run`] (one test) and [`suite`] (the `ci` and `nightly` profiles).
+//! (the live history), [`run`] (one test), [`suite`] (the `ci` and `nightly` profiles) and
+//! [`soak`] (an hour of steady load, judged for drift: issue #36).
 
 pub mod checker;
 pub mod client;
@@ -35,6 +36,7 @@ pub mod nemesis;
 pub mod proxy;
 pub mod recorder;
 pub mod run;
+pub mod soak;
 pub mod suite;
 pub mod workload;
 

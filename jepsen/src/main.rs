@@ -1,5 +1,6 @@
 //! `kungfu-jepsen`: run chaos tests against real `kungfud` clusters, re-check histories offline,
-//! run the `ci` or `nightly` suite, and clean up after a crashed run. See `jepsen/README.md`.
+//! run the `ci` or `nightly` suite, run a soak (issue #36), and clean up after a crashed run. See
+//! `jepsen/README.md`.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -8,6 +9,7 @@ use kungfu_jepsen::cluster::{NetMode, cleanup, netns_available};
 use kungfu_jepsen::history::History;
 use kungfu_jepsen::nemesis::Kind;
 use kungfu_jepsen::run::{TestOpts, run_test};
+use kungfu_jepsen::soak::{SoakOpts, Targets, run_soak};
 use kungfu_jepsen::suite::{SuiteOpts, run_suite, table};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +86,43 @@ enum Command {
         /// Only the runs of these workloads (comma-separated).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+    },
+    /// A soak (issue #36): steady high write load, calm then with kills, sampled every 10 s
+    /// (throughput, p50/p99, RSS and disk per node) and judged for drift. See jepsen/README.md.
+    Soak {
+        #[arg(long, default_value_t = 3)]
+        nodes: u64,
+        /// Agents writing, each one 1 KiB post in flight at a time, to a thread of its own.
+        #[arg(long, default_value_t = 32)]
+        writers: u64,
+        /// Client connections the writers share.
+        #[arg(long, default_value_t = 8)]
+        connections: u64,
+        /// A cap on writes per second over all writers (default: as fast as the cluster answers).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Minutes of load with no fault (judged).
+        #[arg(long, default_value_t = 60.0)]
+        calm_minutes: f64,
+        /// Minutes of load after it, with a node SIGKILLed and restarted about every minute.
+        #[arg(long, default_value_t = 0.0)]
+        kill_minutes: f64,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 10.0)]
+        interval_secs: f64,
+        /// Seconds between kills in the kill phase (jittered ±25%).
+        #[arg(long, default_value_t = 60.0)]
+        kill_every_secs: f64,
+        /// Bytes of each post's body.
+        #[arg(long, default_value_t = 1024)]
+        body_bytes: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        common: Common,
+        /// Keep the nodes' data directories even when the soak passes.
+        #[arg(long)]
+        keep_data: bool,
     },
     /// Remove every namespace, bridge, mount and process that runs left behind (also after a
     /// crash). Runs still in progress keep theirs unless `--all`.
@@ -237,6 +276,47 @@ fn real_main() -> Result<ExitCode> {
             std::fs::write(&summary, &text)?;
             eprintln!("summary written to {}", summary.display());
             Ok(if runs.iter().all(|r| r.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Soak {
+            nodes,
+            writers,
+            connections,
+            rate,
+            calm_minutes,
+            kill_minutes,
+            interval_secs,
+            kill_every_secs,
+            body_bytes,
+            seed,
+            common,
+            keep_data,
+        } => {
+            let minutes = |m: f64| Duration::from_secs_f64((m * 60.0).max(0.0));
+            if calm_minutes <= 0.0 || interval_secs <= 0.0 || writers == 0 {
+                bail!("--calm-minutes, --interval-secs and --writers must be positive");
+            }
+            let store = common.store()?;
+            cleanup(&store, false);
+            let opts = SoakOpts {
+                nodes,
+                writers,
+                connections,
+                rate,
+                calm: minutes(calm_minutes),
+                kill: minutes(kill_minutes),
+                interval: Duration::from_secs_f64(interval_secs),
+                kill_every: Duration::from_secs_f64(kill_every_secs.max(1.0)),
+                body_bytes,
+                seed,
+                net: common.net()?,
+                server: common.server()?,
+                store,
+                keep_data,
+                targets: Targets::default(),
+            };
+            let r = rt.block_on(run_soak(&opts))?;
+            eprintln!("soak written to {}", r.dir.display());
+            Ok(if r.verdict.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Cleanup { store, all } => {
             for line in cleanup(&store, all) {

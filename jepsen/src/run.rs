@@ -301,7 +301,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
 }
 
 /// `YYYYMMDDTHHMMSSZ` for run directory names.
-fn utc_stamp() -> String {
+pub(crate) fn utc_stamp() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     chrono::DateTime::from_timestamp(secs as i64, 0).map(|t| t.format("%Y%m%dT%H%M%SZ").to_string()).unwrap_or_default()
 }
