@@ -274,8 +274,14 @@ impl RaftNode {
             snapshot_max_chunk_size: cfg.net.snapshot_chunk_bytes as u64,
             enable_elect: !damaged,
             enable_leader_restore: damaged.then_some(false),
-            // Issue #33: a follower that restarts with less than it acknowledged (damaged) is sent
-            // its log again; without this openraft's leader panics on the follower's reverted log.
+            // Issue #33: a follower whose disk lost the end of its log answers the leader that
+            // replicated to it with a conflict below what that leader knew it held. openraft
+            // refuses such a reversion unless allowed (a debug build's leader panics in its
+            // replication stream, update.rs:104; a release build's keeps the stale matching index
+            // and the follower never catches up). Allowed, the leader starts its replication to
+            // that follower over and keeps its commit index (a value a quorum accepted is never
+            // withdrawn). Safe here because of the acknowledged mark: the reverted node is damaged
+            // and votes for nobody until its log holds its mark again.
             allow_log_reversion: Some(true),
             ..Default::default()
         }
