@@ -344,3 +344,48 @@ fn the_scan_finds_cycles_through_use_trees_and_paths_and_nothing_else() {
     assert!(!edges.contains_key(&m("d::k")), "a child naming its parent, or only in its tests, is no edge: {edges:?}");
     assert!(!edges[&m("c")].contains(&m("e")), "a path inside a string is no edge: {edges:?}");
 }
+
+/// Issue #32: the node links no client library. `kungfud` (the `kungfu-server` package and what it
+/// links, build scripts included, tests' dependencies aside) does not depend on `kungfu-client`:
+/// what a door needs of the SDK (a new idempotency key, the barrier's re-read period) lives in
+/// `kungfu-api`, which both share.
+#[test]
+fn the_node_does_not_link_the_client_sdk() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let name_of = |id: &str| -> String {
+        meta["packages"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["id"] == id))
+            .and_then(|p| p["name"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let nodes = meta["resolve"]["nodes"].as_array().expect("resolve nodes");
+    let start =
+        nodes.iter().find(|n| name_of(n["id"].as_str().unwrap_or_default()) == "kungfu-server").expect("server");
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![start["id"].as_str().expect("id").to_string()];
+    let mut names = BTreeSet::new();
+    while let Some(id) = todo.pop() {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        names.insert(name_of(&id));
+        let node = nodes.iter().find(|n| n["id"] == id.as_str()).expect("a resolved package");
+        for dep in node["deps"].as_array().into_iter().flatten() {
+            // Normal and build dependencies; a dev dependency is linked only into tests.
+            let linked = dep["dep_kinds"].as_array().into_iter().flatten().any(|k| k["kind"].as_str() != Some("dev"));
+            if linked {
+                todo.push(dep["pkg"].as_str().expect("pkg").to_string());
+            }
+        }
+    }
+    assert!(names.contains("kungfu-mcp") && names.contains("kungfu-api"), "the walk reaches the doors: {names:?}");
+    assert!(!names.contains("kungfu-client"), "kungfud links the client SDK: {names:?}");
+}

@@ -20,12 +20,14 @@
 pub mod admin;
 pub mod field_error;
 pub mod json;
+pub mod keys;
 pub mod request;
 pub mod response;
 pub mod status;
 pub mod watch;
 
 pub use field_error::FieldError;
+pub use keys::{BARRIER_RECHECK, new_idempotency_key};
 pub use request::{KeyedAction, SecretMaterial};
 pub use response::WriteResponse;
 pub use status::{

@@ -152,12 +152,10 @@ impl Default for ClientOptions {
     }
 }
 
-/// A new idempotency key: `sdk-` and 128 random bits in the 8-4-4-4-12 hex form of a UUID.
+/// A new idempotency key: `sdk-` and 128 random bits in the 8-4-4-4-12 hex form of a UUID
+/// ([`kungfu_api::new_idempotency_key`]).
 pub fn new_idempotency_key() -> Result<String, Error> {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| Error::NoRandomness(e.to_string()))?;
-    let h = hex::encode(b);
-    Ok(format!("sdk-{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]))
+    kungfu_api::new_idempotency_key().map_err(|e| Error::NoRandomness(e.to_string()))
 }
 
 /// One endpoint: its address as `host:port` (how nodes name a leader) and its channel.

@@ -37,10 +37,8 @@ pub const MAX_REOPENS: u32 = 8;
 /// even on a long thread with nothing for the caller.
 pub const MAX_EMPTY_PAGES: usize = 1000;
 
-/// How often [`Client::wait_barrier`] reads the barrier again when no entry arrives. A reply is an
-/// entry and wakes the wait at once; handling an entry, leaving, a demotion and a retraction end a
-/// response without posting one, so no thread event tells of them, and only a read does.
-pub const BARRIER_RECHECK: Duration = Duration::from_secs(1);
+/// How often [`Client::wait_barrier`] reads the barrier again when no entry arrives.
+pub use kungfu_api::BARRIER_RECHECK;
 
 /// Why a coordination loop did not give its answer.
 #[derive(Debug, thiserror::Error)]

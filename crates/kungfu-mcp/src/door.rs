@@ -565,7 +565,7 @@ fn ensure_idempotency_key(request: &mut DynamicMessage) -> Result<String, ErrorD
     if let Some(k) = given {
         return Ok(k);
     }
-    let k = kungfu_client::new_idempotency_key().map_err(|e| {
+    let k = kungfu_api::new_idempotency_key().map_err(|e| {
         tracing::error!(error = %e, "the MCP door could not generate an idempotency key");
         ErrorData::internal_error(format!("no idempotency key could be generated: {e}"), None)
     })?;

@@ -38,7 +38,7 @@ use tonic::transport::Channel;
 pub const BARRIER_RECHECK_FIRST: Duration = Duration::from_millis(250);
 // The longest interval between two reads of a waiting barrier is the SDK's
 // (`Client::wait_barrier`), so every client of the API waits on a barrier at the same pace.
-use kungfu_client::coord::BARRIER_RECHECK;
+use kungfu_api::BARRIER_RECHECK;
 
 /// The first half of a long wait: its arguments checked and what it waits on read once.
 #[derive(Debug)]
