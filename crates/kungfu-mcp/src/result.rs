@@ -92,29 +92,22 @@ pub fn conflict_json(c: &RecordConflict) -> Json {
     })
 }
 
-/// What a failed gRPC call means to the caller: the rejection it carries, or, for a status that
-/// is not a Kungfu rejection (the node unreachable, a timeout, a proxy's answer), `UNAVAILABLE`
-/// with an unknown outcome.
-pub fn status_rejection(s: &tonic::Status) -> Rejection {
-    kungfu_api::status_rejection(s).unwrap_or_else(|| {
-        let mut r = Rejection::new(
-            Code::Unavailable,
-            format!(
-                "the node did not answer ({}): the outcome is unknown; repeat the call with the same idempotency_key",
-                kungfu_api::grpc_code_name(s.code())
-            ),
-        );
-        r.definite = false;
-        r
-    })
-}
-
-/// What a failed call answers. A status that is no Kungfu rejection means the node did not answer
-/// at all: the caller is told (UNAVAILABLE, outcome unknown), and it is logged here, the one place
-/// it is handled, because an unreachable API is something an operator looks at.
-pub(crate) fn refusal(status: &tonic::Status) -> Rejection {
-    if kungfu_api::status_rejection(status).is_none() {
-        tracing::warn!(code = ?status.code(), message = status.message(), "the MCP door's call to the API got no answer");
+/// What a failed call answers: the rejection its status carries, decoded once, or, for a status
+/// that is no Kungfu rejection (the node unreachable, a timeout, a proxy's answer), `UNAVAILABLE`
+/// with an unknown outcome. That case is logged here, the one place it is handled, because an
+/// unreachable API is something an operator looks at.
+pub fn refusal(status: &tonic::Status) -> Rejection {
+    if let Some(r) = kungfu_api::status_rejection(status) {
+        return r;
     }
-    status_rejection(status)
+    tracing::warn!(code = ?status.code(), message = status.message(), "the MCP door's call to the API got no answer");
+    let mut r = Rejection::new(
+        Code::Unavailable,
+        format!(
+            "the node did not answer ({}): the outcome is unknown; repeat the call with the same idempotency_key",
+            kungfu_api::grpc_code_name(status.code())
+        ),
+    );
+    r.definite = false;
+    r
 }

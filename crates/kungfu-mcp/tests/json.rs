@@ -133,7 +133,7 @@ fn a_malformed_argument_names_its_field_and_never_echoes_the_value() {
 fn a_rejection_status_becomes_an_error_result_with_every_field() {
     let r = Rejection::field(Code::RateLimited, "thread", "too many writes").with_retry_after(Micros(1500));
     let status = kungfu_api::rejection_status(&r);
-    let back = result::status_rejection(&status);
+    let back = result::refusal(&status);
     let res = result::rejection(&back, Some("sdk-key"));
     assert_eq!(res.is_error, Some(true));
     let s = res.structured_content.clone().expect("structured");
@@ -151,7 +151,7 @@ fn a_rejection_status_becomes_an_error_result_with_every_field() {
 
 #[test]
 fn a_call_the_node_did_not_answer_is_unavailable_and_indefinite() {
-    let back = result::status_rejection(&tonic::Status::unavailable("tcp connect error: refused"));
+    let back = result::refusal(&tonic::Status::unavailable("tcp connect error: refused"));
     assert_eq!((back.code, back.definite), (Code::Unavailable, false));
     let s = result::rejection_json(&back, Some("sdk-key"));
     assert_eq!(s["idempotency_key"], json!("sdk-key"));
