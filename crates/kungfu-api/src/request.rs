@@ -115,6 +115,11 @@ fn content(field: &str, c: &Option<pb::Content>) -> Result<Content, FieldError> 
     c.as_ref().map(|c| Content::new(c.body.clone())).ok_or_else(|| FieldError::missing(field))
 }
 
+/// [`content`] of a request taken by value: the bytes move into the action, uncopied.
+fn take_content(field: &str, c: Option<pb::Content>) -> Result<Content, FieldError> {
+    c.map(|c| Content::new(c.body)).ok_or_else(|| FieldError::missing(field))
+}
+
 fn opt_content(c: &Option<pb::Content>) -> Option<Content> {
     c.as_ref().map(|c| Content::new(c.body.clone()))
 }
@@ -200,37 +205,37 @@ fn object_ref(field: &str, text: &str) -> Result<ObjectRef, FieldError> {
 
 /// Registration. `agent_key` is the material of the bearer key the server generated for the new
 /// agent; the key itself goes only into the first response.
-pub fn register_action(req: &pb::RegisterRequest, agent_key: &SecretMaterial) -> Result<KeyedAction, FieldError> {
+pub fn register_action(req: pb::RegisterRequest, agent_key: &SecretMaterial) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::RegisterAgent { key_hash: agent_key.hash, key_fingerprint: agent_key.fingerprint.clone() })
     })
 }
 
-pub fn deactivate_agent_action(req: &pb::DeactivateAgentRequest) -> Result<KeyedAction, FieldError> {
+pub fn deactivate_agent_action(req: pb::DeactivateAgentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::DeactivateAgent { agent: id("agent", &req.agent)? }))
 }
 
 // --- §5 Memory -------------------------------------------------------------------------------------
 
-pub fn create_memory_action(req: &pb::CreateMemoryRequest) -> Result<KeyedAction, FieldError> {
-    keyed(&req.idempotency_key, || Ok(Action::CreateMemory { content: content("content", &req.content)? }))
+pub fn create_memory_action(req: pb::CreateMemoryRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || Ok(Action::CreateMemory { content: take_content("content", req.content)? }))
 }
 
-pub fn update_memory_action(req: &pb::UpdateMemoryRequest) -> Result<KeyedAction, FieldError> {
+pub fn update_memory_action(req: pb::UpdateMemoryRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
-        Ok(Action::UpdateMemory { memory: id("memory", &req.memory)?, content: content("content", &req.content)? })
+        Ok(Action::UpdateMemory { memory: id("memory", &req.memory)?, content: take_content("content", req.content)? })
     })
 }
 
-pub fn publish_memory_action(req: &pb::PublishMemoryRequest) -> Result<KeyedAction, FieldError> {
+pub fn publish_memory_action(req: pb::PublishMemoryRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::PublishMemory { memory: id("memory", &req.memory)? }))
 }
 
-pub fn unpublish_memory_action(req: &pb::UnpublishMemoryRequest) -> Result<KeyedAction, FieldError> {
+pub fn unpublish_memory_action(req: pb::UnpublishMemoryRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::UnpublishMemory { memory: id("memory", &req.memory)? }))
 }
 
-pub fn withdraw_memory_action(req: &pb::WithdrawMemoryRequest) -> Result<KeyedAction, FieldError> {
+pub fn withdraw_memory_action(req: pb::WithdrawMemoryRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::WithdrawMemory { memory: id("memory", &req.memory)? }))
 }
 
@@ -239,7 +244,7 @@ pub fn withdraw_memory_action(req: &pb::WithdrawMemoryRequest) -> Result<KeyedAc
 /// Thread creation. `grant_secret` is used only when the request asks for a first grant; the
 /// server generates it either way so this function alone decides whether it is needed.
 pub fn create_thread_action(
-    req: &pb::CreateThreadRequest,
+    req: pb::CreateThreadRequest,
     grant_secret: &SecretMaterial,
 ) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
@@ -253,7 +258,7 @@ pub fn create_thread_action(
 }
 
 pub fn issue_grant_action(
-    req: &pb::IssueGrantRequest,
+    req: pb::IssueGrantRequest,
     grant_secret: &SecretMaterial,
 ) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
@@ -262,12 +267,12 @@ pub fn issue_grant_action(
     })
 }
 
-pub fn void_grant_action(req: &pb::VoidGrantRequest) -> Result<KeyedAction, FieldError> {
+pub fn void_grant_action(req: pb::VoidGrantRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::VoidGrant { thread: id("thread", &req.thread)? }))
 }
 
 /// Joining presents the grant's bearer secret; only its hash enters the core.
-pub fn join_action(req: &pb::JoinRequest) -> Result<KeyedAction, FieldError> {
+pub fn join_action(req: pb::JoinRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         if req.grant_secret.is_empty() {
             return Err(FieldError::missing("grant_secret"));
@@ -276,17 +281,17 @@ pub fn join_action(req: &pb::JoinRequest) -> Result<KeyedAction, FieldError> {
     })
 }
 
-pub fn leave_action(req: &pb::LeaveRequest) -> Result<KeyedAction, FieldError> {
+pub fn leave_action(req: pb::LeaveRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::Leave { thread: id("thread", &req.thread)? }))
 }
 
-pub fn remove_member_action(req: &pb::RemoveMemberRequest) -> Result<KeyedAction, FieldError> {
+pub fn remove_member_action(req: pb::RemoveMemberRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::Remove { thread: id("thread", &req.thread)?, member: id("member", &req.member)? })
     })
 }
 
-pub fn change_role_action(req: &pb::ChangeRoleRequest) -> Result<KeyedAction, FieldError> {
+pub fn change_role_action(req: pb::ChangeRoleRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let thread = id("thread", &req.thread)?;
         let member = id("member", &req.member)?;
@@ -297,13 +302,13 @@ pub fn change_role_action(req: &pb::ChangeRoleRequest) -> Result<KeyedAction, Fi
 
 // --- §6.3 Entries and responses, §6.4 assignments created with an entry ----------------------------
 
-pub fn post_action(req: &pb::PostRequest) -> Result<KeyedAction, FieldError> {
+pub fn post_action(req: pb::PostRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let thread = id("thread", &req.thread)?;
-        let body = match req.body.as_ref().and_then(|b| b.kind.as_ref()) {
+        let body = match req.body.and_then(|b| b.kind) {
             None => return Err(FieldError::new("body", "is required: a pin or new content")),
-            Some(pb::post_body::Kind::Pin(p)) => PostBody::Pin(pin("body.pin", p)?),
-            Some(pb::post_body::Kind::Content(c)) => PostBody::Content(Content::new(c.body.clone())),
+            Some(pb::post_body::Kind::Pin(p)) => PostBody::Pin(pin("body.pin", &p)?),
+            Some(pb::post_body::Kind::Content(c)) => PostBody::Content(Content::new(c.body)),
         };
         let reply_to = req.reply_to.map(|seq| entry_seq("reply_to", seq)).transpose()?;
         // §6.3 rule 1: an absent ask is "not stated"; a present, empty one asks nobody.
@@ -326,7 +331,7 @@ fn new_assignment(a: &pb::NewAssignment) -> Result<NewAssignment, FieldError> {
     })
 }
 
-pub fn handle_action(req: &pb::HandleRequest) -> Result<KeyedAction, FieldError> {
+pub fn handle_action(req: pb::HandleRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::Handle {
             thread: id("thread", &req.thread)?,
@@ -336,23 +341,23 @@ pub fn handle_action(req: &pb::HandleRequest) -> Result<KeyedAction, FieldError>
     })
 }
 
-pub fn retract_action(req: &pb::RetractRequest) -> Result<KeyedAction, FieldError> {
+pub fn retract_action(req: pb::RetractRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::Retract { thread: id("thread", &req.thread)?, entry: entry_seq("entry", req.entry)? })
     })
 }
 
-pub fn close_thread_action(req: &pb::CloseThreadRequest) -> Result<KeyedAction, FieldError> {
+pub fn close_thread_action(req: pb::CloseThreadRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::CloseThread { thread: id("thread", &req.thread)? }))
 }
 
 // --- §6.4 Assignments ------------------------------------------------------------------------------
 
-pub fn take_assignment_action(req: &pb::TakeAssignmentRequest) -> Result<KeyedAction, FieldError> {
+pub fn take_assignment_action(req: pb::TakeAssignmentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::TakeAssignment { assignment: id("assignment", &req.assignment)? }))
 }
 
-pub fn deliver_assignment_action(req: &pb::DeliverAssignmentRequest) -> Result<KeyedAction, FieldError> {
+pub fn deliver_assignment_action(req: pb::DeliverAssignmentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::DeliverAssignment {
             assignment: id("assignment", &req.assignment)?,
@@ -361,11 +366,11 @@ pub fn deliver_assignment_action(req: &pb::DeliverAssignmentRequest) -> Result<K
     })
 }
 
-pub fn adopt_assignment_action(req: &pb::AdoptAssignmentRequest) -> Result<KeyedAction, FieldError> {
+pub fn adopt_assignment_action(req: pb::AdoptAssignmentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::AdoptAssignment { assignment: id("assignment", &req.assignment)? }))
 }
 
-pub fn reject_assignment_action(req: &pb::RejectAssignmentRequest) -> Result<KeyedAction, FieldError> {
+pub fn reject_assignment_action(req: pb::RejectAssignmentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::RejectAssignment {
             assignment: id("assignment", &req.assignment)?,
@@ -374,24 +379,24 @@ pub fn reject_assignment_action(req: &pb::RejectAssignmentRequest) -> Result<Key
     })
 }
 
-pub fn drop_assignment_action(req: &pb::DropAssignmentRequest) -> Result<KeyedAction, FieldError> {
+pub fn drop_assignment_action(req: pb::DropAssignmentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::DropAssignment { assignment: id("assignment", &req.assignment)? }))
 }
 
-pub fn void_assignment_action(req: &pb::VoidAssignmentRequest) -> Result<KeyedAction, FieldError> {
+pub fn void_assignment_action(req: pb::VoidAssignmentRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::VoidAssignment { assignment: id("assignment", &req.assignment)? }))
 }
 
 // --- §7 Task ---------------------------------------------------------------------------------------
 
-pub fn create_task_action(req: &pb::CreateTaskRequest) -> Result<KeyedAction, FieldError> {
+pub fn create_task_action(req: pb::CreateTaskRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let audience = audience(&req.audience)?;
         Ok(Action::CreateTask { audience, contract: contract_draft(&req.contract)? })
     })
 }
 
-pub fn revise_contract_action(req: &pb::ReviseContractRequest) -> Result<KeyedAction, FieldError> {
+pub fn revise_contract_action(req: pb::ReviseContractRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let task = id("task", &req.task)?;
         Ok(Action::ReviseContract { task, contract: contract_draft(&req.contract)? })
@@ -455,19 +460,19 @@ fn contract_draft(d: &Option<pb::ContractDraft>) -> Result<ContractDraft, FieldE
     })
 }
 
-pub fn pause_task_action(req: &pb::PauseTaskRequest) -> Result<KeyedAction, FieldError> {
+pub fn pause_task_action(req: pb::PauseTaskRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::PauseTask { task: id("task", &req.task)? }))
 }
 
-pub fn resume_task_action(req: &pb::ResumeTaskRequest) -> Result<KeyedAction, FieldError> {
+pub fn resume_task_action(req: pb::ResumeTaskRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::ResumeTask { task: id("task", &req.task)? }))
 }
 
-pub fn take_task_action(req: &pb::TakeTaskRequest) -> Result<KeyedAction, FieldError> {
+pub fn take_task_action(req: pb::TakeTaskRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::TakeTask { task: id("task", &req.task)? }))
 }
 
-pub fn deliver_task_action(req: &pb::DeliverTaskRequest) -> Result<KeyedAction, FieldError> {
+pub fn deliver_task_action(req: pb::DeliverTaskRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::DeliverTask {
             task: id("task", &req.task)?,
@@ -477,15 +482,15 @@ pub fn deliver_task_action(req: &pb::DeliverTaskRequest) -> Result<KeyedAction, 
     })
 }
 
-pub fn drop_engagement_action(req: &pb::DropEngagementRequest) -> Result<KeyedAction, FieldError> {
+pub fn drop_engagement_action(req: pb::DropEngagementRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::DropEngagement { engagement: id("engagement", &req.engagement)? }))
 }
 
-pub fn adopt_engagement_action(req: &pb::AdoptEngagementRequest) -> Result<KeyedAction, FieldError> {
+pub fn adopt_engagement_action(req: pb::AdoptEngagementRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || Ok(Action::AdoptEngagement { engagement: id("engagement", &req.engagement)? }))
 }
 
-pub fn reject_engagement_action(req: &pb::RejectEngagementRequest) -> Result<KeyedAction, FieldError> {
+pub fn reject_engagement_action(req: pb::RejectEngagementRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::RejectEngagement {
             engagement: id("engagement", &req.engagement)?,
@@ -557,7 +562,7 @@ fn addressees(to: &Option<pb::SendTo>) -> Result<Addressees, FieldError> {
     }
 }
 
-pub fn write_labeled_action(req: &pb::WriteLabeledRequest) -> Result<KeyedAction, FieldError> {
+pub fn write_labeled_action(req: pb::WriteLabeledRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::WriteLabeled {
             memory: opt_id("memory", &req.memory)?,
@@ -569,7 +574,7 @@ pub fn write_labeled_action(req: &pb::WriteLabeledRequest) -> Result<KeyedAction
 
 /// Whether the scope is wider than the pinned version's is the core's decision (it knows the
 /// version's labels); here the scope need only be a scope.
-pub fn widen_scope_action(req: &pb::WidenScopeRequest) -> Result<KeyedAction, FieldError> {
+pub fn widen_scope_action(req: pb::WidenScopeRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let p = req.pin.as_ref().ok_or_else(|| FieldError::missing("pin"))?;
         Ok(Action::WidenScope { pin: pin("pin", p)?, scope: scope("scope", req.scope)? })
@@ -578,7 +583,7 @@ pub fn widen_scope_action(req: &pb::WidenScopeRequest) -> Result<KeyedAction, Fi
 
 /// `reply_to_latest` without `reply_to` is the core's refusal (field `reply_to_latest`), like every
 /// other rule about how fields combine.
-pub fn send_action(req: &pb::SendRequest) -> Result<KeyedAction, FieldError> {
+pub fn send_action(req: pb::SendRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::Send {
             thread: id("thread", &req.thread)?,
@@ -593,7 +598,7 @@ pub fn send_action(req: &pb::SendRequest) -> Result<KeyedAction, FieldError> {
 /// Goals keep the order they were sent in, so the core's refusals (`goals[i].member`, a repeated
 /// member, the floor on `goals[i].body`) name positions the client wrote; the core ranks them.
 /// Windows pass through for the core to bound, as in [`post_action`].
-pub fn scatter_action(req: &pb::ScatterRequest) -> Result<KeyedAction, FieldError> {
+pub fn scatter_action(req: pb::ScatterRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let thread = id("thread", &req.thread)?;
         let header = labeled_body("header", &req.header)?;
@@ -722,7 +727,7 @@ fn editors(field: &str, value: i32) -> Result<Editors, FieldError> {
 }
 
 /// Whether the scope may hold a record (at least fleet) is the core's decision, as is every limit.
-pub fn create_record_action(req: &pb::CreateRecordRequest) -> Result<KeyedAction, FieldError> {
+pub fn create_record_action(req: pb::CreateRecordRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         Ok(Action::CreateRecord {
             thread: id("thread", &req.thread)?,
@@ -739,7 +744,7 @@ pub fn create_record_action(req: &pb::CreateRecordRequest) -> Result<KeyedAction
 
 /// Ops keep the order they were sent in, so the core's refusals (`ops[i]…`) name positions the
 /// client wrote. `base_rev` 0 passes through for the core to refuse with the record's range.
-pub fn patch_record_action(req: &pb::PatchRecordRequest) -> Result<KeyedAction, FieldError> {
+pub fn patch_record_action(req: pb::PatchRecordRequest) -> Result<KeyedAction, FieldError> {
     keyed(&req.idempotency_key, || {
         let record = id("record", &req.record)?;
         let ops = req

@@ -39,7 +39,7 @@ fn rejection(applied: &Applied) -> Rejection {
 fn register(w: &mut World, key: &str) -> (AgentId, String) {
     let secret = w.fresh_secret();
     let req = pb::RegisterRequest { idempotency_key: key.into() };
-    let applied = exec(w, Principal::Registrar, request::register_action(&req, &SecretMaterial::of(&secret)));
+    let applied = exec(w, Principal::Registrar, request::register_action(req.clone(), &SecretMaterial::of(&secret)));
     let response = register_response(&receipt(&applied), applied.replayed, &secret);
     assert_eq!(response.agent_key, secret);
     match response.receipt.and_then(|r| r.result) {
@@ -53,14 +53,16 @@ fn a_replayed_registration_returns_the_same_receipt_without_a_key() {
     let mut w = World::new();
     let req = pb::RegisterRequest { idempotency_key: "reg-1".into() };
     let first_secret = w.fresh_secret();
-    let first = exec(&mut w, Principal::Registrar, request::register_action(&req, &SecretMaterial::of(&first_secret)));
+    let first =
+        exec(&mut w, Principal::Registrar, request::register_action(req.clone(), &SecretMaterial::of(&first_secret)));
     let first = register_response(&receipt(&first), first.replayed, &first_secret);
     assert_eq!(first.agent_key, first_secret);
     assert!(!first.replayed);
 
     // The retry mints a new secret, yet is the same logical request (L3): same receipt, no key.
     let retry_secret = w.fresh_secret();
-    let again = exec(&mut w, Principal::Registrar, request::register_action(&req, &SecretMaterial::of(&retry_secret)));
+    let again =
+        exec(&mut w, Principal::Registrar, request::register_action(req.clone(), &SecretMaterial::of(&retry_secret)));
     let again = register_response(&receipt(&again), again.replayed, &retry_secret);
     assert!(again.replayed);
     assert_eq!(again.agent_key, "");
@@ -83,7 +85,7 @@ fn a_thread_round_trip_over_the_wire() {
     let applied = exec(
         &mut w,
         Principal::Agent(governor),
-        request::create_thread_action(&create, &SecretMaterial::of(&grant_secret)),
+        request::create_thread_action(create.clone(), &SecretMaterial::of(&grant_secret)),
     );
     let created = create_thread_response(&receipt(&applied), applied.replayed, &grant_secret);
     assert_eq!(created.grant_secret, grant_secret);
@@ -97,7 +99,7 @@ fn a_thread_round_trip_over_the_wire() {
 
     // Join with the secret as handed over.
     let join = pb::JoinRequest { idempotency_key: "join-1".into(), grant_secret: grant_secret.clone() };
-    let joined = exec(&mut w, Principal::Agent(speaker), request::join_action(&join));
+    let joined = exec(&mut w, Principal::Agent(speaker), request::join_action(join.clone()));
     match pb::JoinResponse::from_receipt(&receipt(&joined), joined.replayed).receipt.and_then(|r| r.result) {
         Some(pb::receipt::Result::Joined(j)) => {
             assert_eq!(
@@ -116,7 +118,7 @@ fn a_thread_round_trip_over_the_wire() {
         ask: Some(pb::Ask { agents: vec![] }),
         ..Default::default()
     };
-    let posted = exec(&mut w, Principal::Agent(governor), request::post_action(&post));
+    let posted = exec(&mut w, Principal::Agent(governor), request::post_action(post.clone()));
     let posted = pb::PostResponse::from_receipt(&receipt(&posted), posted.replayed);
     let entry = match posted.receipt.and_then(|r| r.result) {
         Some(pb::receipt::Result::Posted(p)) => {
@@ -127,7 +129,7 @@ fn a_thread_round_trip_over_the_wire() {
     };
     // A post without ask: rule 3 makes the other of the two speakers the responder.
     let plain = pb::PostRequest { idempotency_key: "post-2".into(), ask: None, ..post.clone() };
-    let plain = exec(&mut w, Principal::Agent(governor), request::post_action(&plain));
+    let plain = exec(&mut w, Principal::Agent(governor), request::post_action(plain.clone()));
     match pb::Receipt::from(&receipt(&plain)).result {
         Some(pb::receipt::Result::Posted(p)) => assert_eq!(p.responders, vec![speaker_text.clone()]),
         other => panic!("unexpected {other:?}"),
@@ -172,7 +174,7 @@ fn a_thread_round_trip_over_the_wire() {
         }),
         ..Default::default()
     };
-    let refused = rejection(&exec(&mut w, Principal::Agent(governor), request::post_action(&assign)));
+    let refused = rejection(&exec(&mut w, Principal::Agent(governor), request::post_action(assign.clone())));
     assert_eq!(refused.code, Code::InvalidArgument);
     let client_sees = status_rejection(&rejection_status(&refused)).expect("a rejection");
     assert_eq!(client_sees.field.as_deref(), Some("assignment.delivery_window_micros"));
@@ -185,7 +187,7 @@ fn a_thread_round_trip_over_the_wire() {
         ask: Some(pb::Ask { agents: vec![outsider] }),
         ..post.clone()
     };
-    let refused = rejection(&exec(&mut w, Principal::Agent(governor), request::post_action(&ask_outsider)));
+    let refused = rejection(&exec(&mut w, Principal::Agent(governor), request::post_action(ask_outsider.clone())));
     assert_eq!(refused.code, Code::InvalidTarget);
     let status = rejection_status(&refused);
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);
@@ -193,7 +195,7 @@ fn a_thread_round_trip_over_the_wire() {
 
     // Reusing a key for a different request is refused, and says so in terms of the wire field.
     let reused = pb::PostRequest { idempotency_key: "post-1".into(), body: c_body("something else"), ..post };
-    let refused = rejection(&exec(&mut w, Principal::Agent(governor), request::post_action(&reused)));
+    let refused = rejection(&exec(&mut w, Principal::Agent(governor), request::post_action(reused.clone())));
     let status = rejection_status(&refused);
     assert_eq!(status.code(), tonic::Code::AlreadyExists);
     let back = status_rejection(&status).expect("a rejection");
@@ -221,7 +223,7 @@ fn a_task_round_trip_over_the_wire() {
             ..Default::default()
         }),
     };
-    let created = exec(&mut w, Principal::Agent(author), request::create_task_action(&create));
+    let created = exec(&mut w, Principal::Agent(author), request::create_task_action(create.clone()));
     let task = match pb::Receipt::from(&receipt(&created)).result {
         Some(pb::receipt::Result::TaskCreated(t)) => {
             assert_eq!(t.version, 1);
@@ -233,7 +235,7 @@ fn a_task_round_trip_over_the_wire() {
     // Take and deliver in one action.
     let deliver =
         pb::DeliverTaskRequest { idempotency_key: "d-1".into(), task: task.clone(), output: c("done"), take: true };
-    let delivered = exec(&mut w, Principal::Agent(worker), request::deliver_task_action(&deliver));
+    let delivered = exec(&mut w, Principal::Agent(worker), request::deliver_task_action(deliver.clone()));
     let engagement = match pb::Receipt::from(&receipt(&delivered)).result {
         Some(pb::receipt::Result::EngagementDelivered(d)) => {
             assert_eq!(d.task, task);
@@ -265,7 +267,7 @@ fn a_task_round_trip_over_the_wire() {
         engagement,
         reason: Some(pb::Content { body: vec![] }),
     };
-    let refused = rejection(&exec(&mut w, Principal::Agent(author), request::reject_engagement_action(&reject)));
+    let refused = rejection(&exec(&mut w, Principal::Agent(author), request::reject_engagement_action(reject.clone())));
     assert_eq!(status_rejection(&rejection_status(&refused)).and_then(|r| r.field), Some("reason".to_string()));
 }
 
@@ -306,7 +308,7 @@ fn a_coordination_round_trip_over_the_wire() {
     let sent = exec(
         &mut w,
         Principal::Agent(governor),
-        request::send_action(&send_request("send-1", &thread, fleet_content("ping"), Some(to_speaker))),
+        request::send_action(send_request("send-1", &thread, fleet_content("ping"), Some(to_speaker))),
     );
     let entry = match pb::SendResponse::from_receipt(&receipt(&sent), sent.replayed).receipt.and_then(|r| r.result) {
         Some(pb::receipt::Result::Sent(s)) => {
@@ -340,7 +342,7 @@ fn a_coordination_round_trip_over_the_wire() {
     let refused = rejection(&exec(
         &mut w,
         Principal::Agent(governor),
-        request::send_action(&send_request("send-2", &thread, fleet_content("x"), Some(nobody_named))),
+        request::send_action(send_request("send-2", &thread, fleet_content("x"), Some(nobody_named))),
     ));
     let back = status_rejection(&rejection_status(&refused)).expect("a rejection");
     assert_eq!((back.code, back.field.as_deref()), (Code::InvalidArgument, Some("to.agents.agents")));
@@ -351,7 +353,7 @@ fn a_coordination_round_trip_over_the_wire() {
     let refused = rejection(&exec(
         &mut w,
         Principal::Agent(governor),
-        request::send_action(&send_request("send-3", &thread, fleet_content("x"), Some(to_outsider))),
+        request::send_action(send_request("send-3", &thread, fleet_content("x"), Some(to_outsider))),
     ));
     let back = status_rejection(&rejection_status(&refused)).expect("a rejection");
     assert_eq!((back.code, back.field.as_deref()), (Code::InvalidTarget, Some("to.agents.agents[0]")));
@@ -366,7 +368,7 @@ fn a_coordination_round_trip_over_the_wire() {
     let refused = rejection(&exec(
         &mut w,
         Principal::Agent(governor),
-        request::send_action(&send_request("send-4", &thread, private, None)),
+        request::send_action(send_request("send-4", &thread, private, None)),
     ));
     let status = rejection_status(&refused);
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);

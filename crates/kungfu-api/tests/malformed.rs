@@ -48,13 +48,13 @@ fn valid_task() -> pb::CreateTaskRequest {
 fn post_with(edit: impl FnOnce(&mut pb::PostRequest)) -> Result<KeyedAction, FieldError> {
     let mut req = valid_post();
     edit(&mut req);
-    request::post_action(&req)
+    request::post_action(req.clone())
 }
 
 fn task_with(edit: impl FnOnce(&mut pb::CreateTaskRequest)) -> Result<KeyedAction, FieldError> {
     let mut req = valid_task();
     edit(&mut req);
-    request::create_task_action(&req)
+    request::create_task_action(req.clone())
 }
 
 fn contract_with(edit: impl FnOnce(&mut pb::ContractDraft)) -> Result<KeyedAction, FieldError> {
@@ -68,28 +68,27 @@ fn contract_with(edit: impl FnOnce(&mut pb::ContractDraft)) -> Result<KeyedActio
 #[test]
 fn the_fixtures_are_valid() {
     // Each malformed case below changes one field of these; they must convert as they are.
-    assert!(request::post_action(&valid_post()).is_ok());
+    assert!(request::post_action(valid_post()).is_ok());
     assert!(post_with(|p| p.assignment = Some(valid_assignment())).is_ok());
-    assert!(request::create_task_action(&valid_task()).is_ok());
+    assert!(request::create_task_action(valid_task()).is_ok());
 }
 
 #[test]
 fn a_bad_idempotency_key_names_idempotency_key() {
     for key in ["", "has space", "ünïcode", &"x".repeat(129)] {
-        let e =
-            refused(request::leave_action(&pb::LeaveRequest { idempotency_key: key.into(), thread: "th_1".into() }));
+        let e = refused(request::leave_action(pb::LeaveRequest { idempotency_key: key.into(), thread: "th_1".into() }));
         assert_eq!(e.field, "idempotency_key", "key {key:?}");
         assert!(!e.message.is_empty());
     }
     // The key is checked before anything else, so a request that is wrong twice names its key.
-    let e = refused(request::leave_action(&pb::LeaveRequest { idempotency_key: "".into(), thread: "bad".into() }));
+    let e = refused(request::leave_action(pb::LeaveRequest { idempotency_key: "".into(), thread: "bad".into() }));
     assert_eq!(e.field, "idempotency_key");
 }
 
 #[test]
 fn a_bad_id_names_its_field() {
     let leave =
-        |thread: &str| request::leave_action(&pb::LeaveRequest { idempotency_key: "k".into(), thread: thread.into() });
+        |thread: &str| request::leave_action(pb::LeaveRequest { idempotency_key: "k".into(), thread: thread.into() });
     // Another kind of id, no number, no separator, a negative number, an overflowing number.
     for bad in ["ag_7", "th_x", "th7", "th_-1", "th_18446744073709551616"] {
         let e = refused(leave(bad));
@@ -103,29 +102,29 @@ fn a_bad_id_names_its_field() {
         assert_eq!(e.field, "thread");
         assert!(e.message.contains("th_7"), "the message shows the canonical form: {}", e.message);
     }
-    let remove = request::remove_member_action(&pb::RemoveMemberRequest {
+    let remove = request::remove_member_action(pb::RemoveMemberRequest {
         idempotency_key: "k".into(),
         thread: "th_1".into(),
         member: "th_2".into(),
     });
     assert_eq!(field(remove), "member");
     let deactivate =
-        request::deactivate_agent_action(&pb::DeactivateAgentRequest { idempotency_key: "k".into(), agent: "".into() });
+        request::deactivate_agent_action(pb::DeactivateAgentRequest { idempotency_key: "k".into(), agent: "".into() });
     assert_eq!(field(deactivate), "agent");
-    let take = request::take_assignment_action(&pb::TakeAssignmentRequest {
+    let take = request::take_assignment_action(pb::TakeAssignmentRequest {
         idempotency_key: "k".into(),
         assignment: "task_1".into(),
     });
     assert_eq!(field(take), "assignment");
-    let adopt = request::adopt_engagement_action(&pb::AdoptEngagementRequest {
+    let adopt = request::adopt_engagement_action(pb::AdoptEngagementRequest {
         idempotency_key: "k".into(),
         engagement: "asg_1".into(),
     });
     assert_eq!(field(adopt), "engagement");
-    let pause = request::pause_task_action(&pb::PauseTaskRequest { idempotency_key: "k".into(), task: "th_1".into() });
+    let pause = request::pause_task_action(pb::PauseTaskRequest { idempotency_key: "k".into(), task: "th_1".into() });
     assert_eq!(field(pause), "task");
     let publish =
-        request::publish_memory_action(&pb::PublishMemoryRequest { idempotency_key: "k".into(), memory: "m_1".into() });
+        request::publish_memory_action(pb::PublishMemoryRequest { idempotency_key: "k".into(), memory: "m_1".into() });
     assert_eq!(field(publish), "memory");
 }
 
@@ -134,11 +133,11 @@ fn a_missing_body_or_content_is_named() {
     assert_eq!(refused(post_with(|p| p.body = None)).field, "body");
     assert_eq!(refused(post_with(|p| p.body = Some(pb::PostBody { kind: None }))).field, "body");
     assert_eq!(
-        field(request::create_memory_action(&pb::CreateMemoryRequest { idempotency_key: "k".into(), content: None })),
+        field(request::create_memory_action(pb::CreateMemoryRequest { idempotency_key: "k".into(), content: None })),
         "content"
     );
     assert_eq!(
-        field(request::update_memory_action(&pb::UpdateMemoryRequest {
+        field(request::update_memory_action(pb::UpdateMemoryRequest {
             idempotency_key: "k".into(),
             memory: "mem_1".into(),
             content: None,
@@ -147,13 +146,13 @@ fn a_missing_body_or_content_is_named() {
     );
     assert_eq!(
         field(request::create_thread_action(
-            &pb::CreateThreadRequest { idempotency_key: "k".into(), subject: None, grant: None },
+            pb::CreateThreadRequest { idempotency_key: "k".into(), subject: None, grant: None },
             &kungfu_api::SecretMaterial::of("s"),
         )),
         "subject"
     );
     assert_eq!(
-        field(request::deliver_assignment_action(&pb::DeliverAssignmentRequest {
+        field(request::deliver_assignment_action(pb::DeliverAssignmentRequest {
             idempotency_key: "k".into(),
             assignment: "asg_1".into(),
             output: None,
@@ -161,7 +160,7 @@ fn a_missing_body_or_content_is_named() {
         "output"
     );
     assert_eq!(
-        field(request::reject_assignment_action(&pb::RejectAssignmentRequest {
+        field(request::reject_assignment_action(pb::RejectAssignmentRequest {
             idempotency_key: "k".into(),
             assignment: "asg_1".into(),
             reason: None,
@@ -169,7 +168,7 @@ fn a_missing_body_or_content_is_named() {
         "reason"
     );
     assert_eq!(
-        field(request::deliver_task_action(&pb::DeliverTaskRequest {
+        field(request::deliver_task_action(pb::DeliverTaskRequest {
             idempotency_key: "k".into(),
             task: "task_1".into(),
             output: None,
@@ -178,7 +177,7 @@ fn a_missing_body_or_content_is_named() {
         "output"
     );
     assert_eq!(
-        field(request::reject_engagement_action(&pb::RejectEngagementRequest {
+        field(request::reject_engagement_action(pb::RejectEngagementRequest {
             idempotency_key: "k".into(),
             engagement: "eng_1".into(),
             reason: None,
@@ -256,7 +255,7 @@ fn task_and_contract_fields_are_named_by_their_full_path() {
         })),
         "contract.eligibility.excluded[1]"
     );
-    let revise = request::revise_contract_action(&pb::ReviseContractRequest {
+    let revise = request::revise_contract_action(pb::ReviseContractRequest {
         idempotency_key: "k".into(),
         task: "task_1".into(),
         contract: None,
@@ -267,7 +266,7 @@ fn task_and_contract_fields_are_named_by_their_full_path() {
 #[test]
 fn roles_and_secrets_are_checked() {
     let change = |role: i32| {
-        request::change_role_action(&pb::ChangeRoleRequest {
+        request::change_role_action(pb::ChangeRoleRequest {
             idempotency_key: "k".into(),
             thread: "th_1".into(),
             member: "ag_2".into(),
@@ -279,12 +278,12 @@ fn roles_and_secrets_are_checked() {
     assert_eq!(field(change(9)), "role");
     let secret = kungfu_api::SecretMaterial::of("s");
     let issue = request::issue_grant_action(
-        &pb::IssueGrantRequest { idempotency_key: "k".into(), thread: "th_1".into(), role: -1 },
+        pb::IssueGrantRequest { idempotency_key: "k".into(), thread: "th_1".into(), role: -1 },
         &secret,
     );
     assert_eq!(field(issue), "role");
     let create = request::create_thread_action(
-        &pb::CreateThreadRequest {
+        pb::CreateThreadRequest {
             idempotency_key: "k".into(),
             subject: c("s"),
             grant: Some(pb::GrantSpec { role: 4 }),
@@ -292,13 +291,13 @@ fn roles_and_secrets_are_checked() {
         &secret,
     );
     assert_eq!(field(create), "grant.role");
-    let join = request::join_action(&pb::JoinRequest { idempotency_key: "k".into(), grant_secret: String::new() });
+    let join = request::join_action(pb::JoinRequest { idempotency_key: "k".into(), grant_secret: String::new() });
     assert_eq!(refused(join), FieldError::new("grant_secret", "is required"));
 }
 
 #[test]
 fn entry_numbers_and_versions_start_at_one() {
-    let handle = request::handle_action(&pb::HandleRequest {
+    let handle = request::handle_action(pb::HandleRequest {
         idempotency_key: "k".into(),
         thread: "th_1".into(),
         entry: 0,
@@ -306,7 +305,7 @@ fn entry_numbers_and_versions_start_at_one() {
     });
     assert_eq!(field(handle), "entry");
     let retract =
-        request::retract_action(&pb::RetractRequest { idempotency_key: "k".into(), thread: "th_1".into(), entry: 0 });
+        request::retract_action(pb::RetractRequest { idempotency_key: "k".into(), thread: "th_1".into(), entry: 0 });
     assert_eq!(field(retract), "entry");
     assert_eq!(field(request::get_entry_query(&pb::GetEntryRequest { thread: "th_1".into(), entry: 0 })), "entry");
     assert_eq!(
@@ -422,33 +421,33 @@ fn valid_scatter() -> pb::ScatterRequest {
 fn write_labeled_with(edit: impl FnOnce(&mut pb::WriteLabeledRequest)) -> Result<KeyedAction, FieldError> {
     let mut req = valid_write_labeled();
     edit(&mut req);
-    request::write_labeled_action(&req)
+    request::write_labeled_action(req.clone())
 }
 
 fn widen_with(edit: impl FnOnce(&mut pb::WidenScopeRequest)) -> Result<KeyedAction, FieldError> {
     let mut req = valid_widen();
     edit(&mut req);
-    request::widen_scope_action(&req)
+    request::widen_scope_action(req.clone())
 }
 
 fn send_with(edit: impl FnOnce(&mut pb::SendRequest)) -> Result<KeyedAction, FieldError> {
     let mut req = valid_send();
     edit(&mut req);
-    request::send_action(&req)
+    request::send_action(req.clone())
 }
 
 fn scatter_with(edit: impl FnOnce(&mut pb::ScatterRequest)) -> Result<KeyedAction, FieldError> {
     let mut req = valid_scatter();
     edit(&mut req);
-    request::scatter_action(&req)
+    request::scatter_action(req.clone())
 }
 
 #[test]
 fn the_coordination_fixtures_are_valid() {
-    assert!(request::write_labeled_action(&valid_write_labeled()).is_ok());
-    assert!(request::widen_scope_action(&valid_widen()).is_ok());
-    assert!(request::send_action(&valid_send()).is_ok());
-    assert!(request::scatter_action(&valid_scatter()).is_ok());
+    assert!(request::write_labeled_action(valid_write_labeled()).is_ok());
+    assert!(request::widen_scope_action(valid_widen()).is_ok());
+    assert!(request::send_action(valid_send()).is_ok());
+    assert!(request::scatter_action(valid_scatter()).is_ok());
 }
 
 #[test]

@@ -107,22 +107,19 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
     let grant_secret = SecretMaterial::of(GRANT_SECRET);
     vec![
         (
-            request::register_action(&pb::RegisterRequest { idempotency_key: k() }, &agent_key),
+            request::register_action(pb::RegisterRequest { idempotency_key: k() }, &agent_key),
             Action::RegisterAgent { key_hash: hash_secret(AGENT_KEY), key_fingerprint: fingerprint(AGENT_KEY) },
         ),
         (
-            request::deactivate_agent_action(&pb::DeactivateAgentRequest {
-                idempotency_key: k(),
-                agent: "ag_3".into(),
-            }),
+            request::deactivate_agent_action(pb::DeactivateAgentRequest { idempotency_key: k(), agent: "ag_3".into() }),
             Action::DeactivateAgent { agent: AgentId(3) },
         ),
         (
-            request::create_memory_action(&pb::CreateMemoryRequest { idempotency_key: k(), content: c("notes") }),
+            request::create_memory_action(pb::CreateMemoryRequest { idempotency_key: k(), content: c("notes") }),
             Action::CreateMemory { content: Content::from("notes") },
         ),
         (
-            request::update_memory_action(&pb::UpdateMemoryRequest {
+            request::update_memory_action(pb::UpdateMemoryRequest {
                 idempotency_key: k(),
                 memory: "mem_5".into(),
                 content: c("v2"),
@@ -130,26 +127,23 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::UpdateMemory { memory: MemoryId(5), content: Content::from("v2") },
         ),
         (
-            request::publish_memory_action(&pb::PublishMemoryRequest { idempotency_key: k(), memory: "mem_5".into() }),
+            request::publish_memory_action(pb::PublishMemoryRequest { idempotency_key: k(), memory: "mem_5".into() }),
             Action::PublishMemory { memory: MemoryId(5) },
         ),
         (
-            request::unpublish_memory_action(&pb::UnpublishMemoryRequest {
+            request::unpublish_memory_action(pb::UnpublishMemoryRequest {
                 idempotency_key: k(),
                 memory: "mem_6".into(),
             }),
             Action::UnpublishMemory { memory: MemoryId(6) },
         ),
         (
-            request::withdraw_memory_action(&pb::WithdrawMemoryRequest {
-                idempotency_key: k(),
-                memory: "mem_7".into(),
-            }),
+            request::withdraw_memory_action(pb::WithdrawMemoryRequest { idempotency_key: k(), memory: "mem_7".into() }),
             Action::WithdrawMemory { memory: MemoryId(7) },
         ),
         (
             request::create_thread_action(
-                &pb::CreateThreadRequest {
+                pb::CreateThreadRequest {
                     idempotency_key: k(),
                     subject: c("release"),
                     grant: Some(pb::GrantSpec { role: pb::Role::Governor as i32 }),
@@ -160,25 +154,25 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
         ),
         (
             request::issue_grant_action(
-                &pb::IssueGrantRequest { idempotency_key: k(), thread: "th_7".into(), role: pb::Role::Observer as i32 },
+                pb::IssueGrantRequest { idempotency_key: k(), thread: "th_7".into(), role: pb::Role::Observer as i32 },
                 &grant_secret,
             ),
             Action::IssueGrant { thread: ThreadId(7), grant: grant(Role::Observer) },
         ),
         (
-            request::void_grant_action(&pb::VoidGrantRequest { idempotency_key: k(), thread: "th_7".into() }),
+            request::void_grant_action(pb::VoidGrantRequest { idempotency_key: k(), thread: "th_7".into() }),
             Action::VoidGrant { thread: ThreadId(7) },
         ),
         (
-            request::join_action(&pb::JoinRequest { idempotency_key: k(), grant_secret: GRANT_SECRET.into() }),
+            request::join_action(pb::JoinRequest { idempotency_key: k(), grant_secret: GRANT_SECRET.into() }),
             Action::Join { grant_hash: hash_secret(GRANT_SECRET) },
         ),
         (
-            request::leave_action(&pb::LeaveRequest { idempotency_key: k(), thread: "th_8".into() }),
+            request::leave_action(pb::LeaveRequest { idempotency_key: k(), thread: "th_8".into() }),
             Action::Leave { thread: ThreadId(8) },
         ),
         (
-            request::remove_member_action(&pb::RemoveMemberRequest {
+            request::remove_member_action(pb::RemoveMemberRequest {
                 idempotency_key: k(),
                 thread: "th_8".into(),
                 member: "ag_4".into(),
@@ -186,7 +180,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::Remove { thread: ThreadId(8), member: AgentId(4) },
         ),
         (
-            request::change_role_action(&pb::ChangeRoleRequest {
+            request::change_role_action(pb::ChangeRoleRequest {
                 idempotency_key: k(),
                 thread: "th_8".into(),
                 member: "ag_4".into(),
@@ -195,7 +189,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::ChangeRole { thread: ThreadId(8), member: AgentId(4), role: Role::Observer },
         ),
         (
-            request::post_action(&pb::PostRequest {
+            request::post_action(pb::PostRequest {
                 idempotency_key: k(),
                 thread: "th_7".into(),
                 body: Some(pb::PostBody { kind: Some(pb::post_body::Kind::Pin(wire_pin("mem_5", 2))) }),
@@ -226,7 +220,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             },
         ),
         (
-            request::handle_action(&pb::HandleRequest {
+            request::handle_action(pb::HandleRequest {
                 idempotency_key: k(),
                 thread: "th_7".into(),
                 entry: 4,
@@ -239,22 +233,22 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             },
         ),
         (
-            request::retract_action(&pb::RetractRequest { idempotency_key: k(), thread: "th_7".into(), entry: 5 }),
+            request::retract_action(pb::RetractRequest { idempotency_key: k(), thread: "th_7".into(), entry: 5 }),
             Action::Retract { thread: ThreadId(7), entry: EntrySeq(5) },
         ),
         (
-            request::close_thread_action(&pb::CloseThreadRequest { idempotency_key: k(), thread: "th_7".into() }),
+            request::close_thread_action(pb::CloseThreadRequest { idempotency_key: k(), thread: "th_7".into() }),
             Action::CloseThread { thread: ThreadId(7) },
         ),
         (
-            request::take_assignment_action(&pb::TakeAssignmentRequest {
+            request::take_assignment_action(pb::TakeAssignmentRequest {
                 idempotency_key: k(),
                 assignment: "asg_2".into(),
             }),
             Action::TakeAssignment { assignment: AssignmentId(2) },
         ),
         (
-            request::deliver_assignment_action(&pb::DeliverAssignmentRequest {
+            request::deliver_assignment_action(pb::DeliverAssignmentRequest {
                 idempotency_key: k(),
                 assignment: "asg_2".into(),
                 output: c("done"),
@@ -262,14 +256,14 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::DeliverAssignment { assignment: AssignmentId(2), output: Content::from("done") },
         ),
         (
-            request::adopt_assignment_action(&pb::AdoptAssignmentRequest {
+            request::adopt_assignment_action(pb::AdoptAssignmentRequest {
                 idempotency_key: k(),
                 assignment: "asg_2".into(),
             }),
             Action::AdoptAssignment { assignment: AssignmentId(2) },
         ),
         (
-            request::reject_assignment_action(&pb::RejectAssignmentRequest {
+            request::reject_assignment_action(pb::RejectAssignmentRequest {
                 idempotency_key: k(),
                 assignment: "asg_2".into(),
                 reason: c("tests fail"),
@@ -277,21 +271,21 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::RejectAssignment { assignment: AssignmentId(2), reason: Content::from("tests fail") },
         ),
         (
-            request::drop_assignment_action(&pb::DropAssignmentRequest {
+            request::drop_assignment_action(pb::DropAssignmentRequest {
                 idempotency_key: k(),
                 assignment: "asg_3".into(),
             }),
             Action::DropAssignment { assignment: AssignmentId(3) },
         ),
         (
-            request::void_assignment_action(&pb::VoidAssignmentRequest {
+            request::void_assignment_action(pb::VoidAssignmentRequest {
                 idempotency_key: k(),
                 assignment: "asg_4".into(),
             }),
             Action::VoidAssignment { assignment: AssignmentId(4) },
         ),
         (
-            request::create_task_action(&pb::CreateTaskRequest {
+            request::create_task_action(pb::CreateTaskRequest {
                 idempotency_key: k(),
                 audience: Some(pb::Audience {
                     kind: Some(pb::audience::Kind::Restricted(pb::RestrictedAudience {
@@ -303,7 +297,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::CreateTask { audience: Audience::Restricted(set(&[2, 5])), contract: full_contract_domain() },
         ),
         (
-            request::revise_contract_action(&pb::ReviseContractRequest {
+            request::revise_contract_action(pb::ReviseContractRequest {
                 idempotency_key: k(),
                 task: "task_1".into(),
                 contract: Some(full_contract_wire()),
@@ -311,19 +305,19 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::ReviseContract { task: TaskId(1), contract: full_contract_domain() },
         ),
         (
-            request::pause_task_action(&pb::PauseTaskRequest { idempotency_key: k(), task: "task_1".into() }),
+            request::pause_task_action(pb::PauseTaskRequest { idempotency_key: k(), task: "task_1".into() }),
             Action::PauseTask { task: TaskId(1) },
         ),
         (
-            request::resume_task_action(&pb::ResumeTaskRequest { idempotency_key: k(), task: "task_1".into() }),
+            request::resume_task_action(pb::ResumeTaskRequest { idempotency_key: k(), task: "task_1".into() }),
             Action::ResumeTask { task: TaskId(1) },
         ),
         (
-            request::take_task_action(&pb::TakeTaskRequest { idempotency_key: k(), task: "task_2".into() }),
+            request::take_task_action(pb::TakeTaskRequest { idempotency_key: k(), task: "task_2".into() }),
             Action::TakeTask { task: TaskId(2) },
         ),
         (
-            request::deliver_task_action(&pb::DeliverTaskRequest {
+            request::deliver_task_action(pb::DeliverTaskRequest {
                 idempotency_key: k(),
                 task: "task_2".into(),
                 output: c("result"),
@@ -332,21 +326,21 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::DeliverTask { task: TaskId(2), output: Content::from("result"), take: true },
         ),
         (
-            request::drop_engagement_action(&pb::DropEngagementRequest {
+            request::drop_engagement_action(pb::DropEngagementRequest {
                 idempotency_key: k(),
                 engagement: "eng_4".into(),
             }),
             Action::DropEngagement { engagement: EngagementId(4) },
         ),
         (
-            request::adopt_engagement_action(&pb::AdoptEngagementRequest {
+            request::adopt_engagement_action(pb::AdoptEngagementRequest {
                 idempotency_key: k(),
                 engagement: "eng_4".into(),
             }),
             Action::AdoptEngagement { engagement: EngagementId(4) },
         ),
         (
-            request::reject_engagement_action(&pb::RejectEngagementRequest {
+            request::reject_engagement_action(pb::RejectEngagementRequest {
                 idempotency_key: k(),
                 engagement: "eng_4".into(),
                 reason: c("wrong format"),
@@ -354,7 +348,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::RejectEngagement { engagement: EngagementId(4), reason: Content::from("wrong format") },
         ),
         (
-            request::write_labeled_action(&pb::WriteLabeledRequest {
+            request::write_labeled_action(pb::WriteLabeledRequest {
                 idempotency_key: k(),
                 memory: Some("mem_5".into()),
                 content: c("reviewed"),
@@ -367,7 +361,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             },
         ),
         (
-            request::widen_scope_action(&pb::WidenScopeRequest {
+            request::widen_scope_action(pb::WidenScopeRequest {
                 idempotency_key: k(),
                 pin: Some(wire_pin("mem_5", 2)),
                 scope: pb::Scope::Public as i32,
@@ -375,7 +369,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             Action::WidenScope { pin: Pin { memory: MemoryId(5), version: Version(2) }, scope: Scope::Public },
         ),
         (
-            request::send_action(&pb::SendRequest {
+            request::send_action(pb::SendRequest {
                 idempotency_key: k(),
                 thread: "th_7".into(),
                 body: labeled("status?", pb::Taint::Tainted, pb::Scope::Fleet),
@@ -397,7 +391,7 @@ fn every_write() -> Vec<(Result<KeyedAction, FieldError>, Action)> {
             },
         ),
         (
-            request::scatter_action(&pb::ScatterRequest {
+            request::scatter_action(pb::ScatterRequest {
                 idempotency_key: k(),
                 thread: "th_7".into(),
                 header: labeled_pin("mem_3", 1),
@@ -468,7 +462,7 @@ fn post_distinguishes_ask_not_stated_from_ask_nobody() {
         ask,
         ..Default::default()
     };
-    let ask_of = |req: pb::PostRequest| match request::post_action(&req).map(|k| k.action) {
+    let ask_of = |req: pb::PostRequest| match request::post_action(req.clone()).map(|k| k.action) {
         Ok(Action::Post { ask, body, reply_to, task_ref, assignment, .. }) => {
             // New content becomes a new Memory in the same action (§6.3); nothing else was stated.
             assert_eq!(body, PostBody::Content(Content::from("hi")));
@@ -488,7 +482,7 @@ fn unstated_contract_terms_take_the_domain_defaults() {
         audience: Some(pb::Audience { kind: Some(pb::audience::Kind::Open(pb::OpenAudience {})) }),
         contract: Some(pb::ContractDraft { requirements: c("req"), acceptance: c("acc"), ..Default::default() }),
     };
-    let action = request::create_task_action(&req).map(|k| k.action);
+    let action = request::create_task_action(req.clone()).map(|k| k.action);
     // §7.1: undecided if not stated; the author judges; no eligibility, no limit, default windows.
     assert_eq!(
         action,
@@ -500,7 +494,7 @@ fn unstated_contract_terms_take_the_domain_defaults() {
 fn grants_bind_speaker_unless_a_role_is_stated() {
     let secret = SecretMaterial::of(GRANT_SECRET);
     let created = request::create_thread_action(
-        &pb::CreateThreadRequest { idempotency_key: k(), subject: c("s"), grant: Some(pb::GrantSpec::default()) },
+        pb::CreateThreadRequest { idempotency_key: k(), subject: c("s"), grant: Some(pb::GrantSpec::default()) },
         &secret,
     );
     assert_eq!(
@@ -508,7 +502,7 @@ fn grants_bind_speaker_unless_a_role_is_stated() {
         Ok(Action::CreateThread { subject: Content::from("s"), grant: Some(grant(Role::Speaker)) })
     );
     let issued = request::issue_grant_action(
-        &pb::IssueGrantRequest { idempotency_key: k(), thread: "th_1".into(), role: 0 },
+        pb::IssueGrantRequest { idempotency_key: k(), thread: "th_1".into(), role: 0 },
         &secret,
     );
     assert_eq!(issued.map(|k| k.action), Ok(Action::IssueGrant { thread: ThreadId(1), grant: grant(Role::Speaker) }));
@@ -517,7 +511,7 @@ fn grants_bind_speaker_unless_a_role_is_stated() {
 #[test]
 fn a_thread_without_a_grant_ignores_the_secret_material() {
     let created = request::create_thread_action(
-        &pb::CreateThreadRequest { idempotency_key: k(), subject: c("s"), grant: None },
+        pb::CreateThreadRequest { idempotency_key: k(), subject: c("s"), grant: None },
         &SecretMaterial::of(GRANT_SECRET),
     );
     assert_eq!(created.map(|k| k.action), Ok(Action::CreateThread { subject: Content::from("s"), grant: None }));
@@ -527,7 +521,7 @@ fn a_thread_without_a_grant_ignores_the_secret_material() {
 fn empty_content_is_content_not_absence() {
     let req = pb::CreateMemoryRequest { idempotency_key: k(), content: Some(pb::Content { body: Vec::new() }) };
     assert_eq!(
-        request::create_memory_action(&req).map(|k| k.action),
+        request::create_memory_action(req.clone()).map(|k| k.action),
         Ok(Action::CreateMemory { content: Content::default() })
     );
     // A content field is bytes, not text: anything passes through unchanged (L6).
@@ -539,7 +533,7 @@ fn empty_content_is_content_not_absence() {
         take: false,
     };
     assert_eq!(
-        request::deliver_task_action(&req).map(|k| k.action),
+        request::deliver_task_action(req.clone()).map(|k| k.action),
         Ok(Action::DeliverTask { task: TaskId(1), output: Content::new(bytes), take: false })
     );
 }
@@ -561,7 +555,7 @@ fn windows_pass_through_for_the_core_to_bound() {
             }),
             ..Default::default()
         };
-        match request::post_action(&req).map(|k| k.action) {
+        match request::post_action(req.clone()).map(|k| k.action) {
             Ok(Action::Post { assignment: Some(a), .. }) => {
                 assert_eq!((a.delivery_window, a.judgment_window), (Some(Micros(window)), Some(Micros(window))));
                 assert_eq!(a.output_structure, None);
@@ -642,7 +636,7 @@ fn a_send_asks_nobody_when_to_is_absent_or_nobody_and_every_speaker_when_asked()
             to,
             ..Default::default()
         };
-        match request::send_action(&req).map(|k| k.action) {
+        match request::send_action(req.clone()).map(|k| k.action) {
             Ok(Action::Send { to, reply_to, reply_to_latest, .. }) => {
                 assert_eq!((reply_to, reply_to_latest), (None, false));
                 to
@@ -663,7 +657,7 @@ fn a_send_asks_nobody_when_to_is_absent_or_nobody_and_every_speaker_when_asked()
 
 #[test]
 fn a_labeled_write_of_a_new_memory_and_an_unstated_scatter_spec() {
-    let write = request::write_labeled_action(&pb::WriteLabeledRequest {
+    let write = request::write_labeled_action(pb::WriteLabeledRequest {
         idempotency_key: k(),
         memory: None,
         content: Some(pb::Content { body: Vec::new() }),
@@ -677,7 +671,7 @@ fn a_labeled_write_of_a_new_memory_and_an_unstated_scatter_spec() {
             labels: Labels::new(Taint::Quarantined, Scope::Agent),
         })
     );
-    let scatter = request::scatter_action(&pb::ScatterRequest {
+    let scatter = request::scatter_action(pb::ScatterRequest {
         idempotency_key: k(),
         thread: "th_1".into(),
         header: labeled_pin("mem_1", 1),
