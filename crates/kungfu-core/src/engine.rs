@@ -24,6 +24,9 @@ pub struct Applied {
     pub facts: Vec<JournaledFact>,
     /// Every record, index, journal and receipt write, to commit atomically.
     pub changes: Changeset,
+    /// What the command changed that timers and streams wake on (the deadlines it armed and
+    /// ended, the turns it changed, the objects whose journals it wrote), read from `changes`.
+    pub effects: crate::effects::Effects,
 }
 
 impl Applied {
@@ -97,7 +100,13 @@ fn run(state: &dyn StateRead, cmd: &Command, limits: &Limits, probe: bool) -> Re
                     ))
                 };
                 let replayed = outcome.is_ok();
-                return Ok(Some(Applied { outcome, replayed, facts: Vec::new(), changes: Changeset::new() }));
+                return Ok(Some(Applied {
+                    outcome,
+                    replayed,
+                    facts: Vec::new(),
+                    changes: Changeset::new(),
+                    effects: Default::default(),
+                }));
             }
             Some(_) => return Err(StateError::corrupt(rk, "expected a receipt")),
             None => {}
@@ -138,10 +147,14 @@ fn run(state: &dyn StateRead, cmd: &Command, limits: &Limits, probe: bool) -> Re
                 changes
                     .insert(rk, Some(Record::Receipt(StoredReceipt { digest: cmd.digest, receipt: receipt.clone() })));
             }
-            Ok(Some(Applied { outcome: Ok(receipt), replayed: false, facts, changes }))
+            let effects = crate::effects::Effects::of(&changes);
+            Ok(Some(Applied { outcome: Ok(receipt), replayed: false, facts, changes, effects }))
         }
         Err(Fail::Reject(r)) => {
-            Ok(Some(Applied { outcome: Err(r), replayed: false, facts: first.facts, changes: first.tx.into_changes() }))
+            // The deadlines settled before the refusal stay, and so do their effects (L4).
+            let changes = first.tx.into_changes();
+            let effects = crate::effects::Effects::of(&changes);
+            Ok(Some(Applied { outcome: Err(r), replayed: false, facts: first.facts, changes, effects }))
         }
         Err(Fail::State(e)) => Err(e),
         Err(Fail::Probed) => Ok(None),

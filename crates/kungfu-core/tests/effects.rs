@@ -1,6 +1,6 @@
-//! `Effects::of`: what a command's changeset says to timers and streams. Each test runs real
-//! actions through the core and checks the effects against what the state then holds, so a key
-//! layout change that the decoders miss fails here.
+//! The effects `apply` returns (`Applied::effects`): what a command changed that timers and streams
+//! wake on. Each test runs real actions through the core and checks the effects against what the
+//! state then holds, so a key layout change that the decoders miss fails here.
 
 use kungfu_core::effects::{Deadline, Effects};
 use kungfu_core::model::ObligationId;
@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 fn exec(w: &mut World, agent: AgentId, action: Action) -> (ActionResult, Effects) {
     let key = w.fresh_key();
     let applied = w.exec(Principal::Agent(agent), action, Some(key));
-    let effects = Effects::of(&applied.changes);
+    let effects = applied.effects.clone();
     match applied.outcome {
         Ok(r) => (r.result, effects),
         Err(r) => panic!("rejected: {r:?}"),
@@ -61,7 +61,7 @@ fn an_expiry_ends_the_deadline_it_fires_for() {
     w.advance(Micros::from_secs(6));
     let d = took.armed[0];
     let applied = w.exec(Principal::System, Action::Expire { obligation: d.obligation, due_at: d.due_at }, None);
-    let effects = Effects::of(&applied.changes);
+    let effects = applied.effects.clone();
     assert_eq!(effects.ended, vec![d]);
     assert!(due(&w).is_empty());
     assert!(effects.turns.contains(&bob));
@@ -109,4 +109,27 @@ fn a_post_that_asks_nobody_touches_its_thread_only() {
     );
     assert_eq!(asked.turns, BTreeSet::from([bob]), "a response is owed by bob");
     assert!(asked.armed.is_empty(), "responses have no deadline");
+}
+
+/// L4 with L2: a refused action still ends the deadlines it found due, and apply reports that
+/// ending as its effect (the deadline scheduler forgets the timer); refused again, nothing is left.
+#[test]
+fn a_refused_action_reports_the_deadline_it_settled_first_and_the_same_refusal_again_nothing() {
+    let mut w = World::new();
+    let (alice, bob) = (w.register(), w.register());
+    let thread = w.thread_with(alice, &[(bob, Role::Speaker)]);
+    let a = w.assign(alice, thread, bob, Some(Micros::from_secs(5)), None);
+    let (_, took) = exec(&mut w, bob, Action::TakeAssignment { assignment: a });
+    w.advance(Micros::from_secs(6));
+    // Delivering after the due time: the deadline wins, the delivery is refused.
+    let key = w.fresh_key();
+    let deliver = Action::DeliverAssignment { assignment: a, output: Content::from("late") };
+    let refused = w.exec(Principal::Agent(bob), deliver.clone(), Some(key.clone()));
+    assert!(refused.outcome.is_err(), "{:?}", refused.outcome);
+    assert_eq!(refused.effects.ended, took.armed, "the settled deadline is the refusal's effect");
+    assert!(due(&w).is_empty());
+    // The refusal stored no receipt (L2), so the same request is decided again: nothing to end now.
+    let again = w.exec(Principal::Agent(bob), deliver, Some(key));
+    assert!(again.outcome.is_err());
+    assert!(again.effects.is_empty(), "{:?}", again.effects);
 }

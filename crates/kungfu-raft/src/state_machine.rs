@@ -6,7 +6,6 @@
 use crate::feed::{AppliedCommand, Feed, FeedEvent};
 use crate::types::{Entry, LogId, Payload, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::{Stream, TryStreamExt};
-use kungfu_core::effects::Effects;
 use kungfu_core::{Limits, Tx, apply};
 use kungfu_storage::{SHARD, SnapshotStore, StateStore, StoredSnapshot, envelope};
 use openraft::entry::RaftEntry;
@@ -314,9 +313,8 @@ fn apply_command(
     // A state that cannot be read is fatal: the node must stop rather than decide on a state it
     // does not know.
     let applied = apply(&*tx, cmd, limits).map_err(io_err)?;
-    let effects = Effects::of(&applied.changes);
-    if !applied.facts.is_empty() || !effects.is_empty() {
-        commands.push(AppliedCommand { index, facts: applied.facts, effects });
+    if !applied.facts.is_empty() || !applied.effects.is_empty() {
+        commands.push(AppliedCommand { index, facts: applied.facts, effects: applied.effects });
     }
     for (k, v) in applied.changes {
         match v {
