@@ -585,6 +585,23 @@ fn a_flipped_bit_in_the_state_manifest_is_refused_naming_the_directory_and_the_r
 }
 
 #[test]
+fn a_flipped_bit_in_the_log_manifest_is_refused_naming_the_directory_and_the_repair() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path());
+        s.log.append(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).expect("append");
+    }
+    let log = dir.path().join("log");
+    flip(&file_in(&log, |n| n.starts_with("MANIFEST-")), 12);
+    let err = DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2).expect_err("must refuse");
+    assert!(matches!(err, Error::Damaged { store: "log", path: Some(_), .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&log.display().to_string()), "names the directory: {text}");
+    assert!(text.contains("wipe it and rejoin") && text.contains("Damaged data directory"), "names the repair: {text}");
+    assert!(!text.contains("restore from a backup"), "one repair, not two: {text}");
+}
+
+#[test]
 fn a_flipped_bit_in_a_state_table_is_refused_at_open_or_read_naming_the_repair() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
