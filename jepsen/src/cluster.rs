@@ -115,6 +115,18 @@ pub struct Cluster {
     pub slot: u32,
     /// Ids of nodes removed from the membership (never reused).
     pub retired: Vec<u64>,
+    /// Stretches of node logs in which a corruption message is the expected, fail-closed answer
+    /// to a fault the nemesis injected (`flip-table`): the crash check excuses those lines there.
+    pub excused: Vec<LogWindow>,
+}
+
+/// Bytes `from..to` of node `node`'s `server.log`: what the node logged between a `flip-table`
+/// fault and the end of its repair (or of the check that found it whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LogWindow {
+    pub node: u64,
+    pub from: u64,
+    pub to: u64,
 }
 
 /// Whether process `pid` is alive.
@@ -352,7 +364,7 @@ impl Cluster {
             };
             nodes.insert(id, node);
         }
-        let mut cluster = Cluster { opts, nodes, proxy, slot, retired: Vec::new() };
+        let mut cluster = Cluster { opts, nodes, proxy, slot, retired: Vec::new(), excused: Vec::new() };
         for id in 1..=n {
             cluster.start_node(id)?;
         }
@@ -433,6 +445,139 @@ impl Cluster {
         self.nodes.remove(&id);
         self.retired.push(id);
         Ok(())
+    }
+
+    /// The length of node `id`'s log file now (where its next line will start).
+    pub fn log_len(&self, id: u64) -> u64 {
+        self.nodes.get(&id).and_then(|n| std::fs::metadata(&n.log).ok()).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// After node `id` was started on a data directory the nemesis damaged: waits (within `bound`)
+    /// until it is caught up with the leader and computes its state digest (a read of its whole
+    /// state, so a flipped table block there is found), or until it shows it cannot serve. `None`
+    /// when it serves; else why not: it exited (RocksDB refused to open a store, or it fenced
+    /// itself on a read error), it reports a fatal error, its digest read failed on corruption, or
+    /// it did not catch up in time.
+    pub async fn probe_started(&mut self, id: u64, bound: Duration) -> Result<Option<String>> {
+        let start = Instant::now();
+        let mut target: Option<u64> = None;
+        loop {
+            let exited = self.nodes.get_mut(&id).and_then(|n| n.child.as_mut()).map(|c| c.try_wait());
+            match exited {
+                Some(Ok(Some(status))) => {
+                    if let Some(n) = self.nodes.get_mut(&id) {
+                        n.child = None;
+                        n.paused = false;
+                    }
+                    return Ok(Some(format!("it exited ({status})")));
+                }
+                None => return Ok(Some("it is not running".into())),
+                _ => {}
+            }
+            let all = self.statuses().await;
+            if target.is_none() {
+                let leader = all.iter().find(|s| s.role == pb::RaftRole::Leader as i32 && s.node_id != id);
+                target = leader.and_then(|s| s.applied_index);
+            }
+            if let Some(s) = all.iter().find(|s| s.node_id == id) {
+                if !s.fatal_error.is_empty() {
+                    return Ok(Some(format!("it reports a fatal error: {}", s.fatal_error)));
+                }
+                let caught_up = target.is_some() && s.applied_index >= target;
+                if caught_up {
+                    if let Ok(c) = self.operator(id).await {
+                        match c.state_digest(pb::StateDigestRequest {}).await {
+                            Ok(_) => return Ok(None),
+                            Err(e) if e.to_string().to_lowercase().contains("corrupt") => {
+                                return Ok(Some(format!("its state digest failed: {e}")));
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+            if start.elapsed() > bound {
+                return Ok(Some(format!("it did not catch up with the leader (applied {target:?}) within {bound:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The first step of the operator's wipe and rejoin (docs/operations.md, "Damaged data
+    /// directory"): through the leader, the voters without node `id` (it leaves the membership;
+    /// its id is not retired: it comes back). Returns the new voters.
+    pub async fn remove_member(&mut self, id: u64) -> Result<Vec<u64>> {
+        let (admin, voters) = self.leader_without(id).await?;
+        let voters: Vec<u64> = voters.into_iter().filter(|v| *v != id).collect();
+        admin.change_membership(pb::ChangeMembershipRequest { voters: voters.clone(), retain_learners: false }).await?;
+        Ok(voters)
+    }
+
+    /// An operator client of the leader as the nodes other than `id` see it (the leader with the
+    /// highest term among them: `id` may be empty or damaged and know none), and its voters.
+    async fn leader_without(&self, id: u64) -> Result<(Client, Vec<u64>)> {
+        let all = self.statuses().await;
+        let leader = all
+            .iter()
+            .filter(|s| s.node_id != id && s.role == pb::RaftRole::Leader as i32)
+            .max_by_key(|s| s.term)
+            .ok_or_else(|| anyhow!("no leader for a membership change"))?;
+        let voters =
+            leader.membership.as_ref().map(|m| m.voters.iter().map(|v| v.node_id).collect()).unwrap_or_default();
+        let options =
+            ClientOptions { max_retries: 3, call_timeout: Duration::from_secs(30), ..ClientOptions::default() };
+        let client = Client::connect(vec![self.endpoint(leader.node_id)], Some(OPERATOR_TOKEN.into()), options).await?;
+        Ok((client, voters))
+    }
+
+    /// Stops node `id`, moves its data directory away (to `data.damaged-<n>` beside its config),
+    /// gives it an empty one and sets `bootstrap = false` in its config (an empty node must join,
+    /// never initialise a cluster of its own). Returns where the old data went. On a node with a
+    /// loop filesystem (the disk nemesis) the old data is deleted instead: it would fill the small
+    /// filesystem and cannot be moved off it by a rename.
+    pub fn wipe(&mut self, id: u64) -> Result<String> {
+        self.kill(id)?;
+        let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        let moved = if node.loop_dev.is_some() {
+            std::fs::remove_dir_all(&node.data).with_context(|| format!("removing {}", node.data.display()))?;
+            format!("deleted {}", node.data.display())
+        } else {
+            let parent = node.config.parent().unwrap_or(&node.data).to_path_buf();
+            let mut n = 1;
+            let to = loop {
+                let p = parent.join(format!("data.damaged-{n}"));
+                if !p.exists() {
+                    break p;
+                }
+                n += 1;
+            };
+            std::fs::rename(&node.data, &to)
+                .with_context(|| format!("moving {} to {}", node.data.display(), to.display()))?;
+            to.display().to_string()
+        };
+        std::fs::create_dir_all(&node.data)?;
+        let config = std::fs::read_to_string(&node.config)?;
+        std::fs::write(&node.config, config.replace("\nbootstrap = true\n", "\nbootstrap = false\n"))?;
+        Ok(moved)
+    }
+
+    /// The last steps of the wipe and rejoin: through the leader, node `id` (running, empty) is
+    /// added as a learner with its own id and addresses (the call waits until it caught up), then
+    /// made a voter again. Returns the voters.
+    pub async fn add_back(&mut self, id: u64) -> Result<Vec<u64>> {
+        let node = self.nodes.get(&id).ok_or_else(|| anyhow!("no node {id}"))?;
+        let (raft, api) = (node.raft.to_string(), node.api.to_string());
+        let (admin, voters) = self.leader_without(id).await?;
+        if voters.contains(&id) {
+            // A retry after the promotion was committed but its answer lost.
+            return Ok(voters);
+        }
+        admin.add_learner(pb::AddLearnerRequest { node_id: id, raft_addr: raft, api_addr: api }).await?;
+        let mut voters = voters;
+        voters.push(id);
+        voters.sort_unstable();
+        admin.change_membership(pb::ChangeMembershipRequest { voters: voters.clone(), retain_learners: false }).await?;
+        Ok(voters)
     }
 
     /// An operator client of the current leader for membership calls (they wait on replication).

@@ -6,7 +6,7 @@
 //! nodes resumed, killed nodes restarted, clocks reset, disks freed). Every start and stop is
 //! recorded in the history as a `nemesis` op, so a checker (and a reader) sees the fault windows.
 
-use crate::cluster::{Cluster, NetMode, in_ns, node_ip, ns_name};
+use crate::cluster::{Cluster, LogWindow, NetMode, in_ns, node_ip, ns_name};
 use crate::recorder::Recorder;
 use anyhow::{Context, Result, anyhow, bail};
 use rand::Rng;
@@ -52,9 +52,16 @@ pub enum Kind {
     /// SIGKILL one random node and flip one seeded byte of its raft log's live write-ahead log;
     /// restart it at heal. Only the write-ahead log: RocksDB recovers it to its last whole record
     /// (the acknowledged mark then finds any acknowledged entry lost); table files and manifests
-    /// are not flipped (a node refuses to start on those, fail-closed, and the harness does not
-    /// wipe and rejoin it).
+    /// are not flipped here (that is [`Kind::FlipTable`]).
     FlipByte,
+    /// SIGKILL one random node and flip one seeded bit in one seeded file of its RocksDB stores'
+    /// tables and manifests (`state/` and `log/`: `*.sst`, in the first data block, and
+    /// `MANIFEST-*`); start it at heal. A node that cannot use its data (RocksDB refuses to open a
+    /// store, or a read fails and the node fences itself and exits) is repaired the operator's way
+    /// (docs/operations.md, "Damaged data directory"): removed from the voters through the leader,
+    /// its data directory moved away, started empty with `bootstrap = false`, added back as a
+    /// learner with its own id and promoted to voter. Every step is a nemesis op.
+    FlipTable,
     /// Issue #33's amnesia sequence: with `n/2` nodes (A) killed, writes are acknowledged by the
     /// others for a while; then one of those (B) is killed and its live write-ahead log cut to half
     /// of what it grew since A stopped, the rest (C) are killed, and B and A are started: a
@@ -79,6 +86,7 @@ impl Kind {
         Kind::Membership,
         Kind::TruncateLog,
         Kind::FlipByte,
+        Kind::FlipTable,
         Kind::Amnesia,
     ];
 
@@ -98,6 +106,7 @@ impl Kind {
             Kind::Membership => "membership",
             Kind::TruncateLog => "truncate-log",
             Kind::FlipByte => "flip-byte",
+            Kind::FlipTable => "flip-table",
             Kind::Amnesia => "amnesia",
         }
     }
@@ -136,6 +145,13 @@ pub enum Active {
     Fsync(u64),
     /// A voter was replaced by a fresh one; nothing to heal (the membership stays changed).
     Replaced,
+    /// A stopped node whose table or manifest file has a flipped bit; `log_from` is where its log
+    /// stood before it is started again (the start of the window in which it may report the
+    /// corruption).
+    Flipped {
+        node: u64,
+        log_from: u64,
+    },
 }
 
 /// How long the amnesia nemesis lets the nodes other than A acknowledge writes before it stops B.
@@ -250,8 +266,99 @@ pub async fn start(
                 json!({"killed": [random], "file": wal, "bytes": len, "offset": at, "bit": bit}),
             )
         }
+        Kind::FlipTable => {
+            cluster.kill(random)?;
+            let files = table_files(&cluster.nodes[&random].data)?;
+            let file = files.choose(rng).ok_or_else(|| anyhow!("node {random} has no table or manifest file"))?.clone();
+            let len = std::fs::metadata(&file)?.len();
+            let (from, to) = flip_range(&file, len)?;
+            let at = skip_padding(&file, rng.random_range(from..to));
+            let bit = rng.random_range(0..8u8);
+            flip_bit(&file, at, bit)?;
+            let log_from = cluster.log_len(random);
+            (
+                Active::Flipped { node: random, log_from },
+                json!({"killed": [random], "file": file, "bytes": len, "range": [from, to], "offset": at, "bit": bit}),
+            )
+        }
         Kind::Amnesia => amnesia(cluster, rng, rec).await?,
     })
+}
+
+/// The files [`Kind::FlipTable`] may damage: the table files (`*.sst`) and manifests
+/// (`MANIFEST-*`) of a node's state store and raft log, sorted (a seeded choice among them).
+pub fn table_files(data: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for part in ["state", "log"] {
+        let dir = data.join(part);
+        for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            let table = p.extension().is_some_and(|x| x == "sst");
+            let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+            if (table || name.starts_with("MANIFEST-")) && len > 0 {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// RocksDB writes a manifest as a log of records in 32 KiB blocks, each record behind a 7-byte
+/// checksummed header; the last six bytes of a block may be zero padding (no header fitted), so an
+/// offset there moves six bytes back, into the block's records.
+pub fn skip_padding(file: &Path, at: u64) -> u64 {
+    const BLOCK: u64 = 32 * 1024;
+    let manifest = file.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"));
+    if manifest && at % BLOCK >= BLOCK - 6 { at - 6 } else { at }
+}
+
+/// The byte range of `file` (of `len` bytes) a flip may hit: data RocksDB checks, never padding.
+/// A manifest: all of it (see [`skip_padding`]). A table
+/// file begins with its first data block: an uncompressed one starts with its first entry (shared
+/// key bytes 0, then the lengths of key and value, then both), so the range is that entry; a
+/// compressed one starts with the varint of its uncompressed size, so the range is that varint and
+/// the byte after it. Either way the flip is inside the first data block, which RocksDB checksums
+/// when it reads it.
+pub fn flip_range(file: &Path, len: u64) -> Result<(u64, u64)> {
+    if len == 0 {
+        bail!("{} is empty", file.display());
+    }
+    let is_table = file.extension().is_some_and(|x| x == "sst");
+    if !is_table {
+        // Records: the whole file, but see [`skip_padding`].
+        return Ok((0, len));
+    }
+    let head = {
+        use std::io::Read;
+        let mut buf = vec![0u8; len.min(64) as usize];
+        std::fs::File::open(file)?.read_exact(&mut buf)?;
+        buf
+    };
+    let varint = |at: usize| -> Option<(u64, usize)> {
+        let mut v = 0u64;
+        for (i, b) in head.get(at..)?.iter().enumerate().take(10) {
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some((v, at + i + 1));
+            }
+        }
+        None
+    };
+    let end = if head[0] == 0 {
+        // Uncompressed: shared (0), non-shared key length, value length, key, value.
+        match varint(1).and_then(|(k, at)| varint(at).map(|(v, at)| at as u64 + k + v)) {
+            Some(end) => end,
+            None => 1,
+        }
+    } else {
+        match varint(0) {
+            Some((_, at)) => at as u64 + 1,
+            None => 1,
+        }
+    };
+    Ok((0, end.clamp(1, len)))
 }
 
 /// The amnesia sequence ([`Kind::Amnesia`]); every step is recorded as a nemesis op.
@@ -338,7 +445,10 @@ fn flip_bit(file: &Path, offset: u64, bit: u8) -> Result<()> {
 
 /// Heals one fault. After a disk fault, a node that fenced itself (it stops its raft rather than
 /// acknowledge what it could not persist) is restarted, as its supervisor would.
-pub async fn heal(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value> {
+pub async fn heal(cluster: &mut Cluster, active: &Active, rec: Option<&Recorder>) -> Result<serde_json::Value> {
+    if let Active::Flipped { node, log_from } = active {
+        return heal_flipped(cluster, *node, *log_from, rec).await;
+    }
     let mut v = heal_now(cluster, active)?;
     if matches!(active, Active::DiskFull(_) | Active::Fsync(_)) {
         let restarted = cluster.restart_fenced().await?;
@@ -349,8 +459,94 @@ pub async fn heal(cluster: &mut Cluster, active: &Active) -> Result<serde_json::
     Ok(v)
 }
 
+/// How long a node started on a damaged data directory has to show it serves (caught up, its
+/// state readable) before the harness repairs it; a whole node catches up in a few seconds.
+const PROBE: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long one step of the wipe and rejoin is retried (no leader for a moment, a membership
+/// change still settling).
+const REJOIN_STEP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Heals [`Kind::FlipTable`]: starts the node; if it cannot use its data (see
+/// [`Cluster::probe_started`]), repairs it as an operator would (docs/operations.md, "Damaged data
+/// directory", wipe and rejoin): the voters without it (through the leader), its data directory
+/// moved away, started empty with `bootstrap = false`, added back as a learner with the same id
+/// and promoted. Each step is a nemesis op. What the node logged from its start to its wipe (or
+/// until it proved whole) is a [`LogWindow`] in which a corruption message is expected.
+async fn heal_flipped(
+    cluster: &mut Cluster,
+    id: u64,
+    log_from: u64,
+    rec: Option<&Recorder>,
+) -> Result<serde_json::Value> {
+    let step = |f: &str, v: serde_json::Value| {
+        if let Some(r) = rec {
+            r.nemesis(f, v);
+        }
+    };
+    cluster.start_node(id)?;
+    let found = cluster.probe_started(id, PROBE).await;
+    let reason = match found {
+        Ok(None) => {
+            cluster.excused.push(LogWindow { node: id, from: log_from, to: cluster.log_len(id) });
+            return Ok(json!({"restarted": [id], "whole": true}));
+        }
+        Ok(Some(reason)) => reason,
+        Err(e) => format!("probing it failed: {e}"),
+    };
+    step("flip-table-damaged", json!({"node": id, "reason": reason}));
+    // Whatever the repair reaches, the damaged node's own lines until its wipe (or until now, if
+    // the repair stopped before) are excused; the lines of the node started empty are not.
+    let mut wiped_at = None;
+    let repaired = rejoin(cluster, id, &step, &mut wiped_at).await;
+    let to = wiped_at.unwrap_or_else(|| cluster.log_len(id));
+    cluster.excused.push(LogWindow { node: id, from: log_from, to });
+    let (moved, voters) = repaired?;
+    Ok(
+        json!({"restarted": [id], "whole": false, "reason": reason, "rejoined": id, "data_moved_to": moved, "voters": voters}),
+    )
+}
+
+/// The wipe and rejoin of node `id`; returns where its data went and the voters after. Sets
+/// `wiped_at` to the length of its log when it was stopped for the wipe.
+async fn rejoin(
+    cluster: &mut Cluster,
+    id: u64,
+    step: &impl Fn(&str, serde_json::Value),
+    wiped_at: &mut Option<u64>,
+) -> Result<(String, Vec<u64>)> {
+    let start = std::time::Instant::now();
+    let voters = loop {
+        match cluster.remove_member(id).await {
+            Ok(v) => break v,
+            Err(e) if start.elapsed() > REJOIN_STEP => return Err(e.context(format!("removing node {id}"))),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+        }
+    };
+    step("rejoin-remove", json!({"node": id, "voters": voters}));
+    cluster.kill(id)?;
+    *wiped_at = Some(cluster.log_len(id));
+    let moved = cluster.wipe(id)?;
+    step("rejoin-wipe", json!({"node": id, "data": moved}));
+    cluster.start_node(id)?;
+    step("rejoin-start-empty", json!({"node": id, "bootstrap": false}));
+    let start = std::time::Instant::now();
+    let voters = loop {
+        match cluster.add_back(id).await {
+            Ok(v) => break v,
+            Err(e) if start.elapsed() > REJOIN_STEP => return Err(e.context(format!("adding node {id} back"))),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+        }
+    };
+    step("rejoin-add", json!({"node": id, "learner_then_voter": true, "voters": voters}));
+    Ok((moved, voters))
+}
+
 fn heal_now(cluster: &mut Cluster, active: &Active) -> Result<serde_json::Value> {
     Ok(match active {
+        Active::Flipped { node, .. } => {
+            cluster.start_node(*node)?;
+            json!({"restarted": [node]})
+        }
         Active::Partition(cut) => {
             heal_partitions(cluster)?;
             json!({"healed_links": cut.len()})

@@ -3,7 +3,7 @@
 //! directory (`history.jsonl`, `results.json`, `nemesis.log`, every node's `server.log`).
 
 use crate::checker::{CheckOptions, Report, Validity, check_workload};
-use crate::cluster::{Cluster, ClusterOpts, NetMode};
+use crate::cluster::{Cluster, ClusterOpts, LogWindow, NetMode};
 use crate::nemesis::{self, Kind};
 use crate::recorder::Recorder;
 use crate::workload::{self, Env, Proc};
@@ -183,7 +183,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
                         tokio::time::sleep(Duration::from_millis(h)).await;
                         let healed = {
                             let mut c = cluster.lock().await;
-                            nemesis::heal(&mut c, &active).await
+                            nemesis::heal(&mut c, &active, Some(&rec)).await
                         };
                         let v = healed.unwrap_or_else(|e| json!({ "error": e.to_string() }));
                         rec.nemesis(&format!("stop-{}", kind.name()), v.clone());
@@ -235,15 +235,11 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
     let history = rec.finish()?;
     // The run's own path is left out of the match: a store named `.../corrupt-runs` is no crash.
     let run_path = dir.display().to_string();
-    for (id, text) in cluster.lock().await.logs() {
-        for line in text.lines() {
-            let line = line.replace(&run_path, "<run>");
-            if line.contains("panicked at") || line.contains("Corruption") || line.contains("corrupt") {
-                always.push(("crash".into(), format!("node {id}: {line}")));
-                break;
-            }
-        }
-    }
+    let (logs, excused) = {
+        let c = cluster.lock().await;
+        (c.logs(), c.excused.clone())
+    };
+    always.extend(crash_lines(&logs, &excused, &run_path));
     cluster.lock().await.stop();
 
     // Check.
@@ -268,6 +264,7 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
         "report": report,
         "always_on": always.iter().map(|(k, m)| json!({"kind": k, "message": m})).collect::<Vec<_>>(),
         "digests": digests,
+        "excused_log_windows": excused,
         "counts": {"attempted": attempted, "ok": ok, "fail": fail, "info": info},
         "faults": faults,
     });
@@ -279,6 +276,12 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
                 for bulky in ["data", "disk", "disk.img"] {
                     let p = node.path().join(bulky);
                     let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                }
+                // Data directories a `flip-table` repair moved away.
+                for moved in std::fs::read_dir(node.path()).into_iter().flatten().flatten() {
+                    if moved.file_name().to_string_lossy().starts_with("data.damaged-") {
+                        let _ = std::fs::remove_dir_all(moved.path());
+                    }
                 }
             }
         }
@@ -298,6 +301,49 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
         dir,
         error: None,
     })
+}
+
+/// The always-on crash check of the node logs: a line with `panicked at` is a crash wherever it
+/// is; a line naming corruption (`Corruption`, `corrupt`) is one too, except inside a
+/// [`LogWindow`] of its node (a `flip-table` fault: the damaged node refusing its data is the
+/// fail-closed answer). A window in which the node reported corruption must also name the repair
+/// (its error says to wipe the data directory and rejoin): else `unexplained_corruption`.
+/// `run_path` (the run directory) is left out of the match.
+pub fn crash_lines(logs: &BTreeMap<u64, String>, excused: &[LogWindow], run_path: &str) -> Vec<(String, String)> {
+    let corrupt = |l: &str| l.contains("Corruption") || l.contains("corrupt");
+    let mut found = Vec::new();
+    for (id, text) in logs {
+        let mut at = 0u64;
+        for raw in text.split_inclusive('\n') {
+            let start = at;
+            at += raw.len() as u64;
+            let line = raw.trim_end().replace(run_path, "<run>");
+            let panicked = line.contains("panicked at");
+            if !panicked && !corrupt(&line) {
+                continue;
+            }
+            if !panicked && excused.iter().any(|w| w.node == *id && w.from <= start && start < w.to) {
+                continue;
+            }
+            found.push(("crash".to_string(), format!("node {id}: {line}")));
+            break;
+        }
+    }
+    for w in excused {
+        let Some(text) = logs.get(&w.node) else { continue };
+        let window =
+            text.get(w.from as usize..(w.to as usize).min(text.len())).unwrap_or("").replace(run_path, "<run>");
+        if window.lines().any(corrupt) && !window.contains("rejoin") {
+            found.push((
+                "unexplained_corruption".to_string(),
+                format!(
+                    "node {}: reported corruption (log bytes {}..{}) without naming the repair (wipe the data directory and rejoin)",
+                    w.node, w.from, w.to
+                ),
+            ));
+        }
+    }
+    found
 }
 
 /// `YYYYMMDDTHHMMSSZ` for run directory names.

@@ -39,6 +39,11 @@ pub enum Error {
     Backup(String),
     #[error("unsupported on-disk format {found} in {path} (this build reads format {supported})")]
     Format { path: PathBuf, found: u32, supported: u32 },
+    /// RocksDB found one of a store's files corrupt (a checksum that does not match in a table
+    /// file or a manifest, a file it cannot parse): the store is not opened or read, and the node's
+    /// data directory cannot be trusted. The repair is the operator's wipe and rejoin.
+    #[error("the {store} store{} is damaged: {detail}; {}", at(.path), DAMAGED_NEXT_STEP)]
+    Damaged { store: &'static str, path: Option<PathBuf>, detail: rocksdb::Error },
     /// A write of the raft log could not be made durable (a failed sync, or the log writer is
     /// gone). Nothing written after it is acknowledged; the node must restart, and its disk be
     /// checked.
@@ -46,9 +51,37 @@ pub enum Error {
     NotDurable(String),
 }
 
+/// What to do about a store RocksDB reports corrupt ([`Error::Damaged`]).
+pub const DAMAGED_NEXT_STEP: &str = "this node's data directory cannot be trusted: wipe it and rejoin the node \
+     (remove it from the voters, stop it, move its data directory away, start it with an empty one and \
+     bootstrap = false, add it back as a learner and a voter: docs/operations.md, \"Damaged data directory\")";
+
+fn at(path: &Option<PathBuf>) -> String {
+    path.as_ref().map(|p| format!(" at {}", p.display())).unwrap_or_default()
+}
+
 impl Error {
+    /// A RocksDB error of `store`: [`Error::Damaged`] when RocksDB reports corruption.
     pub(crate) fn rocks(store: &'static str) -> impl FnOnce(rocksdb::Error) -> Error {
-        move |source| Error::Rocks { store, source }
+        move |source| {
+            if source.kind() == rocksdb::ErrorKind::Corruption {
+                Error::Damaged { store, path: None, detail: source }
+            } else {
+                Error::Rocks { store, source }
+            }
+        }
+    }
+
+    /// [`Error::rocks`] for the opening of the store at `path` (the error names it).
+    pub(crate) fn rocks_at(store: &'static str, path: &std::path::Path) -> impl FnOnce(rocksdb::Error) -> Error {
+        let path = path.to_path_buf();
+        move |source| {
+            if source.kind() == rocksdb::ErrorKind::Corruption {
+                Error::Damaged { store, path: Some(path), detail: source }
+            } else {
+                Error::Rocks { store, source }
+            }
+        }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {

@@ -123,21 +123,9 @@ impl LogStore {
         log_opts.set_write_buffer_size(options.write_buffer_bytes);
         let cfs =
             [ColumnFamilyDescriptor::new(CF_LOG, log_opts), ColumnFamilyDescriptor::new(CF_META, Options::default())];
-        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|e| {
-            // Issue #33: a log RocksDB finds corrupt may have lost entries this node acknowledged;
-            // it is not opened (no repair), and the error says what to do.
-            if e.kind() == rocksdb::ErrorKind::Corruption {
-                Error::Corrupt {
-                    what: format!(
-                        "the raft log at {} does not open: {e}; this node may have lost entries it acknowledged: \
-                         wipe its data directory and rejoin it to the cluster (docs/operations.md, \"Damaged data directory\")",
-                        path.display()
-                    ),
-                }
-            } else {
-                Error::Rocks { store: STORE, source: e }
-            }
-        })?;
+        // Issue #33: a log RocksDB finds corrupt may have lost entries this node acknowledged; it
+        // is not opened (no repair), and the error names it and the repair (wipe and rejoin).
+        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks_at(STORE, path))?;
         Ok(LogStore {
             db: Arc::new(db),
             syncs: Arc::new(AtomicU64::new(0)),

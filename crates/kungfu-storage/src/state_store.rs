@@ -71,7 +71,7 @@ fn open_db(path: &Path, create: bool) -> Result<DB, Error> {
     opts.set_atomic_flush(true);
     let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
     let cfs = cf_names().into_iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n, &cache)));
-    DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks(STORE))
+    DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks_at(STORE, path))
 }
 
 /// The storage key of a core key: the shard, then the core key (whose first byte is its family).
@@ -565,6 +565,10 @@ impl StateRead for CachedView<'_> {
 }
 
 fn rocks_err(e: rocksdb::Error) -> StateError {
+    if e.kind() == rocksdb::ErrorKind::Corruption {
+        // The read's caller stops the node; its error says what to do.
+        return StateError::Io(format!("the {STORE} store is damaged: {e}; {}", crate::error::DAMAGED_NEXT_STEP));
+    }
     StateError::Io(e.to_string())
 }
 

@@ -540,7 +540,94 @@ fn a_corrupt_store_fails_to_open_with_a_clear_error() {
     std::fs::write(dir.path().join("state").join("CURRENT"), b"garbage\n").expect("corrupt");
     let r = DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2);
     let err = r.expect_err("must fail");
-    assert!(matches!(err, Error::Rocks { store: "state", .. }), "{err}");
+    assert!(matches!(err, Error::Rocks { store: "state", .. } | Error::Damaged { store: "state", .. }), "{err}");
+}
+
+/// The first file of `dir` (sorted) whose name `pick` accepts.
+fn file_in(dir: &Path, pick: impl Fn(&str) -> bool) -> std::path::PathBuf {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| pick(&p.file_name().expect("name").to_string_lossy()))
+        .collect();
+    files.sort();
+    files.into_iter().next().expect("a matching file")
+}
+
+fn flip(file: &Path, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(file).expect("open");
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).expect("read");
+    b[0] ^= 0x10;
+    f.write_all_at(&b, offset).expect("write");
+}
+
+/// Issue #33, deliverable 3: a flipped bit in a store's manifest or table file (the `flip-table`
+/// nemesis) is refused, and the error names the store's directory and the repair.
+#[test]
+fn a_flipped_bit_in_the_state_manifest_is_refused_naming_the_directory_and_the_repair() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path());
+        run_both(&scenario(), &s.state);
+        s.state.flush().expect("flush");
+    }
+    let state = dir.path().join("state");
+    // Inside the manifest's first record (its 7-byte header, then the payload): its checksum fails.
+    flip(&file_in(&state, |n| n.starts_with("MANIFEST-")), 12);
+    let err = DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2).expect_err("must refuse");
+    assert!(matches!(err, Error::Damaged { store: "state", path: Some(_), .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&state.display().to_string()), "names the directory: {text}");
+    assert!(text.contains("Corruption"), "says what RocksDB found: {text}");
+    assert!(text.contains("wipe it and rejoin") && text.contains("Damaged data directory"), "names the repair: {text}");
+}
+
+#[test]
+fn a_flipped_bit_in_the_log_manifest_is_refused_naming_the_directory_and_the_repair() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path());
+        s.log.append(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).expect("append");
+    }
+    let log = dir.path().join("log");
+    flip(&file_in(&log, |n| n.starts_with("MANIFEST-")), 12);
+    let err = DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2).expect_err("must refuse");
+    assert!(matches!(err, Error::Damaged { store: "log", path: Some(_), .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&log.display().to_string()), "names the directory: {text}");
+    assert!(text.contains("wipe it and rejoin") && text.contains("Damaged data directory"), "names the repair: {text}");
+    assert!(!text.contains("restore from a backup"), "one repair, not two: {text}");
+}
+
+#[test]
+fn a_flipped_bit_in_a_state_table_is_refused_at_open_or_read_naming_the_repair() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path());
+        run_both(&scenario(), &s.state);
+        s.state.flush().expect("flush");
+    }
+    let state = dir.path().join("state");
+    // The first byte of the first data block of every table file (one per family).
+    let tables: Vec<_> = std::fs::read_dir(&state)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    assert!(!tables.is_empty(), "the flush wrote table files");
+    for t in &tables {
+        flip(t, 0);
+    }
+    // Found at open (the due index is read then) or by a read of the whole state.
+    let err = match DataDir::new(dir.path()).open(&identity(), OpenMode::MustExist, 2) {
+        Err(e) => e,
+        Ok(s) => s.state.digest().expect_err("a read of the whole state must find the flipped block"),
+    };
+    assert!(matches!(err, Error::Damaged { store: "state", .. } | Error::Corrupt { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("wipe it and rejoin") && text.contains("Damaged data directory"), "names the repair: {text}");
 }
 
 /// Issue #30: a snapshot is the checkpoint itself. Its table files are the state's own (hard

@@ -95,7 +95,7 @@ fn main() -> std::process::ExitCode {
     match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain(&e));
             std::process::ExitCode::from(if e.downcast_ref::<kungfu_server::config::ConfigError>().is_some() {
                 2
             } else {
@@ -103,6 +103,23 @@ fn main() -> std::process::ExitCode {
             })
         }
     }
+}
+
+/// The error and its causes, `: `-separated like `{:#}`, but without a cause whose text the line
+/// already holds (a wrapper that prints its source, `data directory: {0}`, would repeat it).
+fn chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// Logs to standard output, as text or JSON; colours only on a terminal and never with
