@@ -137,6 +137,12 @@ fn describe() {
         "Bytes free to this process on the data directory's filesystem."
     );
     describe_gauge!("kungfu_data_dir_size_bytes", Unit::Bytes, "Size of the data directory's filesystem.");
+    describe_gauge!(
+        "kungfu_store_memory_bytes",
+        Unit::Bytes,
+        "Memory of each RocksDB store (store log or state) by part: memtables, table_readers (index and filter \
+         blocks outside the cache), block_cache (its whole charge) and block_cache_pinned (the pinned part of it)."
+    );
 }
 
 /// Serves `/metrics` alone on `listen` (the optional `metrics_listen`; the HTTP listener serves it
@@ -245,6 +251,7 @@ pub async fn publish_gauges(
             metrics::counter!("kungfu_raft_rpc_failures_total", "peer" => peer.to_string()).absolute(failures);
         }
         write_path(node.write_path());
+        store_memory(&node);
         for took in node.log.take_sync_latencies() {
             metrics::histogram!("kungfu_raft_log_sync_seconds").record(took.as_secs_f64());
         }
@@ -254,6 +261,21 @@ pub async fn publish_gauges(
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,
+        }
+    }
+}
+
+/// The memory of both stores by part (issue #36: which part of a node's RSS grows with the data).
+fn store_memory(node: &RaftNode) {
+    for (store, memory) in [("state", node.state.memory()), ("log", node.log.memory())] {
+        let Ok(m) = memory else { continue };
+        for (part, bytes) in [
+            ("memtables", m.memtables),
+            ("table_readers", m.table_readers),
+            ("block_cache", m.block_cache),
+            ("block_cache_pinned", m.block_cache_pinned),
+        ] {
+            metrics::gauge!("kungfu_store_memory_bytes", "store" => store, "part" => part).set(bytes as f64);
         }
     }
 }

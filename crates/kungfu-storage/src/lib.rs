@@ -50,3 +50,39 @@ pub use state_store::StateStore;
 /// 3). This is the one source of the prefix: the state store writes it, its readers report it as
 /// their group (`StateRead::group`), and the raft node hosts this group. Today there is one.
 pub const SHARD: kungfu_types::GroupId = kungfu_types::GroupId::ZERO;
+
+/// The memory a RocksDB store holds besides its files (issue #36: which part of a node's RSS grows):
+/// memtables, table readers (index and filter blocks held outside the block cache), and the block
+/// cache's charge and the pinned part of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    pub memtables: u64,
+    pub table_readers: u64,
+    pub block_cache: u64,
+    pub block_cache_pinned: u64,
+}
+
+impl StoreMemory {
+    /// Reads the memory of `db`'s column families `cfs`. Memtables and table readers are summed
+    /// over the families; the cache figures are the largest any family reports (families that
+    /// share one cache all report it whole).
+    pub(crate) fn of(db: &rocksdb::DB, cfs: &[&str], store: &'static str) -> Result<StoreMemory, Error> {
+        use rocksdb::properties as p;
+        let mut m = StoreMemory::default();
+        for name in cfs {
+            let cf = db.cf_handle(name).ok_or_else(|| Error::Corrupt { what: format!("{store}: {name} missing") })?;
+            let int = |prop: &rocksdb::properties::PropName| -> Result<u64, Error> {
+                Ok(db.property_int_value_cf(cf, prop).map_err(Error::rocks(store))?.unwrap_or(0))
+            };
+            m.memtables += int(p::CUR_SIZE_ALL_MEM_TABLES)?;
+            m.table_readers += int(p::ESTIMATE_TABLE_READERS_MEM)?;
+            m.block_cache = m.block_cache.max(int(p::BLOCK_CACHE_USAGE)?);
+            m.block_cache_pinned = m.block_cache_pinned.max(int(p::BLOCK_CACHE_PINNED_USAGE)?);
+        }
+        Ok(m)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.memtables + self.table_readers + self.block_cache
+    }
+}

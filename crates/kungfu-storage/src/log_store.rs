@@ -314,6 +314,11 @@ impl LogStore {
         Ok(disk)
     }
 
+    /// The memory the log's RocksDB holds now (issue #36).
+    pub fn memory(&self) -> Result<crate::StoreMemory, Error> {
+        crate::StoreMemory::of(&self.db, &[CF_LOG, CF_META], STORE)
+    }
+
     /// Writes a metadata value (the vote, the committed log id), durable when this returns.
     pub fn put_meta(&self, key: &str, value: Vec<u8>) -> Result<(), Error> {
         let cf = self.cf(CF_META)?;

@@ -682,3 +682,49 @@ fn a_packed_snapshot_of_an_earlier_release_is_unpacked_at_open() {
     // The snapshot stays in its store after an install, for the next follower that needs it.
     assert_eq!(reopened.list().expect("list"), vec![name.to_string()]);
 }
+
+/// Writes `files` table files of `per_file` point-read keys to a new state store (three, below
+/// RocksDB's trigger of a level-0 compaction, so the files stay as written), reads a key of each
+/// (so every file's reader is open and its filter consulted), and returns the store's memory.
+fn memory_after_table_files(files: u64, per_file: u64) -> kungfu_storage::StoreMemory {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    let key = |n: u64| keys::entry(kungfu_types::ThreadId(n), kungfu_types::EntrySeq(1));
+    for f in 0..files {
+        let mut changes = kungfu_core::Changeset::default();
+        for i in 0..per_file {
+            changes.insert(key(f * per_file + i), Some(kungfu_core::Record::Counters(Default::default())));
+        }
+        s.state.commit(&changes, &[("last_applied", Some(f.to_be_bytes().to_vec()))]).expect("commit");
+        s.state.flush().expect("flush");
+    }
+    for f in 0..files {
+        assert!(s.state.live().get(&key(f * per_file + 7)).expect("read").is_some(), "file {f}'s key");
+    }
+    let log = s.log.memory().expect("log memory");
+    assert!(log.total() > 0, "the log store reports its memory too: {log:?}");
+    s.state.memory().expect("memory")
+}
+
+/// Issue #36: the state's index and filter blocks live in its bounded block cache, not in each
+/// table reader, so the memory a node holds outside the cache does not grow with its data. Three
+/// table files of 4,000 keys against three of 60,000: the bigger files' whole-key filters alone
+/// are about 225 KB (10 bits a key), all of it in the table readers with RocksDB's defaults.
+#[test]
+fn index_and_filter_blocks_are_held_in_the_block_cache_not_in_each_table_reader() {
+    let small = memory_after_table_files(3, 4_000);
+    let big = memory_after_table_files(3, 60_000);
+    let big_filters = 3 * 60_000 * 10 / 8;
+    assert!(
+        big.table_readers < small.table_readers + big_filters / 10,
+        "table readers grew from {} to {} bytes with 15 times the keys: index and filter blocks are held \
+         outside the cache ({small:?}, {big:?})",
+        small.table_readers,
+        big.table_readers,
+    );
+    assert!(
+        big.block_cache >= big_filters / 2 && big.block_cache_pinned > 0,
+        "the cache holds the filters, level 0's pinned: {big:?}"
+    );
+    assert!(big.memtables < 1 << 20, "every write was flushed: {big:?}");
+}
