@@ -28,6 +28,10 @@ pub(crate) fn cf_names() -> Vec<&'static str> {
 /// what is pinned, whatever the size of the data.
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
 
+/// The most memory all the state's memtables take together (RocksDB's `db_write_buffer_size`):
+/// past it the families are flushed (together, `atomic_flush`), whichever of them fills.
+const MEMTABLE_BYTES: usize = 128 << 20;
+
 /// How much of a memtable's size its bloom filter takes (RocksDB's
 /// `memtable_prefix_bloom_size_ratio`): about 1.3 MiB for a 64 MiB memtable.
 const MEMTABLE_BLOOM_RATIO: f64 = 0.02;
@@ -81,6 +85,7 @@ fn open_db(path: &Path, create: bool) -> Result<DB, Error> {
     // `last_applied` or the other way round. A clean close flushes the memtables (RocksDB does so
     // when it has unpersisted writes and no WAL).
     opts.set_atomic_flush(true);
+    opts.set_db_write_buffer_size(MEMTABLE_BYTES);
     let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
     let cfs = cf_names().into_iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n, &cache)));
     DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks_at(STORE, path))
