@@ -31,6 +31,17 @@ pub const OPERATOR_TOKEN: &str = "kungfu-jepsen-operator";
 const SLOTS: &str = "/run/kungfu-jepsen";
 const API_PORT: u16 = 7400;
 const RAFT_PORT: u16 = 7500;
+/// Where a node serves Prometheus metrics in netns mode (its own address; in loopback mode nodes
+/// serve none, as they share one address), so an operator or the soak can watch a run.
+const METRICS_PORT: u16 = 9400;
+
+/// The config line that serves a node's metrics, or none (loopback).
+fn metrics_line(net: NetMode, slot: u32, id: u64) -> String {
+    match net {
+        NetMode::Netns => format!("metrics_listen = \"{}:{METRICS_PORT}\"\n", node_ip(slot, id)),
+        NetMode::Loopback => String::new(),
+    }
+}
 
 /// How the nodes are networked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -342,8 +353,9 @@ impl Cluster {
             }
             let config = dir.join("node.toml");
             let text = format!(
-                "node_id = {id}\ncluster_id = \"jepsen\"\ndata_dir = \"{}\"\napi_listen = \"{api}\"\nraft_listen = \"{raft}\"\nbootstrap = true\noperator_token = \"{OPERATOR_TOKEN}\"\n{}\n{}\n{dial}{peers}",
+                "node_id = {id}\ncluster_id = \"jepsen\"\ndata_dir = \"{}\"\napi_listen = \"{api}\"\nraft_listen = \"{raft}\"\nbootstrap = true\noperator_token = \"{OPERATOR_TOKEN}\"\n{}{}\n{}\n{dial}{peers}",
                 data.display(),
+                metrics_line(opts.net, slot, id),
                 RAFT_AND_LIMITS,
                 opts.settings,
             );
@@ -401,8 +413,9 @@ impl Cluster {
         std::fs::write(
             &config,
             format!(
-                "node_id = {id}\ncluster_id = \"jepsen\"\ndata_dir = \"{}\"\napi_listen = \"{api}\"\nraft_listen = \"{raft}\"\nbootstrap = false\noperator_token = \"{OPERATOR_TOKEN}\"\n{}\n{}\n",
+                "node_id = {id}\ncluster_id = \"jepsen\"\ndata_dir = \"{}\"\napi_listen = \"{api}\"\nraft_listen = \"{raft}\"\nbootstrap = false\noperator_token = \"{OPERATOR_TOKEN}\"\n{}{}\n{}\n",
                 data.display(),
+                metrics_line(NetMode::Netns, slot, id),
                 RAFT_AND_LIMITS,
                 self.opts.settings,
             ),

@@ -26,7 +26,7 @@ pub(crate) fn cf_names() -> Vec<&'static str> {
 /// The block cache every column family of one state store shares, with the index and filter
 /// blocks of every table file in it (issue #36): the state's memory is this, the memtables and
 /// what is pinned, whatever the size of the data.
-const BLOCK_CACHE_BYTES: usize = 64 << 20;
+const BLOCK_CACHE_BYTES: usize = 128 << 20;
 
 /// The most memory all the state's memtables take together (RocksDB's `db_write_buffer_size`):
 /// past it the families are flushed (together, `atomic_flush`), whichever of them fills.
