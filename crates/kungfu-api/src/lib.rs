@@ -2,7 +2,15 @@
 //! boundary to the domain types of `kungfu-core` (DESIGN §2: wire types are converted once, and
 //! validation of their form happens here; the protocol's own rules stay in the core).
 //!
-//! Table of contents:
+//! The protos (`proto/kungfu/v1/*.proto`: six protocol services with 45 RPCs, the coordination
+//! layer's `CoordService` with 7 more and its shared record's `RecordService` with 5, the watch
+//! streams, and the operator `AdminService`) are compiled by protox in `build.rs`, which also adds
+//! `serde::Serialize` to the generated messages from the descriptors: that is the CLI's `--json`.
+//!
+//! Invariant: structure and content stay in separate fields on the wire (L6); wire `Content` prints
+//! and serializes as its size, never its bytes.
+//!
+//! Table of contents (the files, and what each holds):
 //! - [`admin`]: the operator service's request checks (cluster status, membership, snapshots, backup).
 //! - [`watch`]: watch stream requests, turn cursors and turn change events.
 //! - [`pb`]: the generated messages, clients and servers, and the descriptor set for reflection.
@@ -13,9 +21,16 @@
 //!   ([`KeyedAction`]), and one `*_query` function per read request. Secret-bearing writes take the
 //!   server-generated secret as an argument ([`SecretMaterial`]).
 //! - [`response`]: domain to wire. Receipts and every `ActionResult`, the write responses (with the
-//!   one-time secrets of L3 handled in one place), and every read result of `kungfu_core::read`.
+//!   one-time secrets of L3 handled in one place: on first success only), and every read result of
+//!   `kungfu_core::read`.
 //! - [`status`]: rejections, malformed fields and failed reads as gRPC statuses with
-//!   `google.rpc.ErrorInfo`, and back, the gRPC code derived from each code's class.
+//!   `google.rpc.ErrorInfo`, and back, the gRPC code derived from each code's class. A stale record
+//!   edit's `kungfu.v1.RecordConflict` is appended as an `Any` to the `google.rpc.Status` details,
+//!   which tonic-types does not build.
+//! - [`json`]: the `--json` helpers: enum fields written by variant name, content by its size.
+//! - [`keys`]: what a client makes for itself and a door needs too: a new idempotency key, the
+//!   barrier wait's re-read period. Here, not in the SDK, so that the MCP door, and so `kungfud`,
+//!   link no client library (`tests/layering.rs` checks it).
 
 pub mod admin;
 pub mod field_error;
