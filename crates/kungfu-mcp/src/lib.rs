@@ -1,31 +1,58 @@
-//! The MCP door of Kungfu (issue #14): every agent call of the public API (`proto/kungfu/v1`) as
-//! an MCP tool, served over Streamable HTTP at `/mcp` by every node and over stdio by the CLI.
+//! The MCP door of Kungfu: every agent call of the public API (`proto/kungfu/v1`) as an MCP tool,
+//! served over Streamable HTTP at `/mcp` by every node and over stdio by the CLI.
 //!
 //! A transport stays at its door: the door re-implements no protocol call. Each tool call is one
 //! gRPC call to a node's public API carrying the MCP request's bearer key, so authentication, the
 //! `kungfu-api` validating boundary, forwarding from followers, rate limits and rejection codes
 //! are exactly gRPC's, and both doors give the same answer to the same request.
 //!
-//! Table of contents:
+//! Invariant: no protocol rule and no protocol state here (what it holds, sessions and tasks, is the
+//! transport's, bounded and gone with its session); a tool call is exactly one call of the public
+//! API, so MCP and gRPC give the same answer and code for the same request. Tool names are
+//! noun_verb (`thread_post`, `assignment_take`, `turn_get`); every unary agent RPC of `kungfu.v1` is
+//! one, plus the long waits `turn_wait` and `barrier_wait`.
+//!
+//! The server's web console uses this door too: it calls read tools through it
+//! (`Door::call_read_tool`: the registry entry, caller and call path of `tools/call`, refusing any
+//! tool without `readOnlyHint`), opens its live streams through it (`Door::open_watch`: WatchTurn,
+//! WatchThread or WatchRecord as one gRPC streaming call, events in the door's JSON mapping), and
+//! checks `Host` and `Origin` with `http::admits`, the door's rules.
+//!
+//! Table of contents (the files, and what each holds):
 //! - [`registry`]: the one registry of tools, built once from the descriptor set: names, schemas,
-//!   descriptions, annotations, toolsets.
+//!   descriptions, annotations, toolsets; never written per RPC. Each write's output schema narrows
+//!   the receipt to the case its action produces (`RECEIPTS`).
 //! - [`toolsets`]: [`Toolsets`], which tools a connection is offered (the default set and the
-//!   opt-in ones a host names).
-//! - [`budget`]: what `tools/list` costs a host per selection, and the limits a test holds it to.
+//!   opt-in ones a host names): each tool belongs to a toolset by its service, `default` always,
+//!   `coord` and `records` when a host names them in the URL's `toolsets` parameter, the
+//!   `X-MCP-Toolsets` header or `kungfu mcp --toolsets`.
+//! - [`budget`]: what `tools/list` costs a host per selection, and the limits a test holds it to (the
+//!   table in `docs/mcp.md`).
 //! - [`json`]: the JSON mapping of arguments and results (content as text, 64-bit integers as
-//!   numbers, enums by name, proto field names).
-//! - [`schema`]: the JSON Schemas of that mapping, and proto comments as documentation.
-//! - [`call`]: the generic gRPC call over a dynamic message.
-//! - [`result`]: success and rejection results.
-//! - [`door`]: [`Door`], the rmcp server handler.
-//! - [`features`]: logging, resources and the prompt, besides the tools.
+//!   numbers, enums by name, proto field names): arguments to request messages, responses to
+//!   `structuredContent`.
+//! - [`schema`]: the JSON Schemas of that mapping, and proto comments as documentation (each thing
+//!   said once per schema).
+//! - [`call`]: the generic gRPC call over a dynamic message, carrying the caller's bearer key.
+//! - [`result`]: success and rejection results: a `google.rpc.ErrorInfo` rejection becomes an
+//!   `isError` result `{code, message, field, next_step, definite, retry_after_micros, fak_reason}`.
+//! - [`door`]: [`Door`], the rmcp server handler, over one tonic channel, with each session's logging
+//!   level.
+//! - [`features`]: logging, resources and the prompt, besides the tools: logging events (a refusal,
+//!   an unreachable node; structure only), resources (`kungfu://tools`, `kungfu://turn`,
+//!   `kungfu://working-set/OBJECT`, each read a tool call) and the `kungfu_resume` prompt.
 //! - [`waits`]: the long waits `turn_wait` and `barrier_wait`: a first read, then a bounded wait
-//!   a watch feed wakes and a fresh read answers.
+//!   a watch feed wakes and a fresh read answers (`turn_wait` on `WatchTurn`, `barrier_wait` on
+//!   `WatchThread` plus re-reads for the arrivals that post no entry).
 //! - [`tasks`]: [`Tasks`], long waits as MCP Tasks (the `io.modelcontextprotocol/tasks`
-//!   extension) for hosts that declare it: the store, its owners and limits.
-//! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door.
+//!   extension) for hosts that declare it: the store, its owners and limits. A long wait that would
+//!   wait answers a task handle and waits in a keeper; each task is owned by its caller's key and
+//!   session, bounded in number and time to live, stopped by `tasks/cancel` and by its session's end.
+//! - [`http`]: [`http_router`] and [`HttpOptions`], the Streamable HTTP door that `kungfud` mounts:
+//!   both protocol revisions on one path; allowed hosts and origins; a body bound; a session's
+//!   DELETE answered 204.
 //! - [`sessions`]: the bounded session manager of the 2025-11-25 revision.
-//! - [`stdio`]: [`serve_stdio`], the stdio door.
+//! - [`stdio`]: [`serve_stdio`], the stdio door that `kungfu mcp` runs.
 //! - [`error`]: [`Error`], what can stop a door.
 
 pub mod budget;

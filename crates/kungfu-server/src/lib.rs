@@ -29,9 +29,9 @@
 //! - [`backend`]: the service layer every door calls: authentication, the leader's clock,
 //!   replicated writes answered from their applied result, reads on one snapshot, "not the leader"
 //!   with its address; every refusal a `Rejection`. Authentication from `Credentials`: the agent key
-//!   (a bounded in-memory map of key hashes to agents, since a key names one agent for good, and a
-//!   lookup of the latest state without a snapshot for a key it does not hold), write and read
-//!   rates, registration rate and principal, operator token. A provisional time for pre-checks,
+//!   (a bounded in-memory map of key hashes to agents, since a key names one agent for good; a key
+//!   it does not hold is one point read of the latest state without a snapshot, `StateStore::live`,
+//!   and, unknown there, a read-index round and a second read), write and read rates, registration rate and principal, operator token. A provisional time for pre-checks,
 //!   taken only once the leader has applied its own term, as are the pre-checks (L5; the proposal is
 //!   stamped again by `RaftNode::propose_stamped`); a pre-check reads the latest state with commits
 //!   held back (`StateStore::read_latest`), not a RocksDB snapshot. Writes replicated and answered
