@@ -17,13 +17,19 @@
 //! - It tells why it reached no node. An attempt that reaches no Kungfu API (connection refused,
 //!   none within [`ClientOptions::connect_timeout`], a gRPC peer without the Kungfu services such
 //!   as a raft port) sent nothing, so it is definite, and it has a short budget of its own
-//!   ([`ClientOptions::connect_retries`]): a wrong endpoint fails at once with an
+//!   ([`ClientOptions::connect_retries`] rounds over the endpoints, at an endpoint that never
+//!   answered this client; a node that answered before is restarting and gets the full retries): a
+//!   wrong endpoint fails at once with an
 //!   [`Error::Transport`] whose [`TransportKind`] is stable and whose message names the address.
 //!   Retries that run out while nodes answer `NOT_LEADER` or `UNAVAILABLE` say "no quorum or no
-//!   leader" and how many endpoints answered. [`ClientOptions::on_retry`] reports each retry to a
-//!   caller that shows progress; the SDK itself prints nothing.
+//!   leader" and how many endpoints answered (`docs/operations.md`, "When a client cannot reach
+//!   the cluster"). [`ClientOptions::on_retry`] reports each retry to a caller that shows progress;
+//!   the SDK itself prints nothing.
 //!
-//! Table of contents:
+//! Invariant: a retry never changes the request or its key, so it can never cause a second effect
+//! (L3).
+//!
+//! Table of contents (the files, and what each holds):
 //! - [`client`]: [`Client`], [`ClientOptions`], [`Backoff`], [`Consistency`], the retry loop and
 //!   its progress hook ([`RetryHook`], [`Retrying`]).
 //! - [`calls`]: the typed methods, one per action and read of the eight agent services (agents,
@@ -41,7 +47,9 @@
 //!   `fak.shared-task.v1`, `-patch`, `-patch-result`, `-event`, `-artifact-ref` and `-task-journal`,
 //!   with their rev strings and digests over canonical JSON, for a fak adapter.
 //! - [`error`]: [`Error`], the transport failures ([`Transport`], [`TransportKind`]) and [`Written`].
-//! - [`reduce`]: the gather reductions ([`reduce::combine`]), pure folds of members' outputs.
+//! - [`reduce`]: the gather reductions ([`reduce::combine`]: first, concat, vote, best-of,
+//!   all-reduce), pure folds of members' outputs. They read content, so they run here, in the
+//!   caller, never in the server.
 //! - [`group`]: rank, split and spawn over a group's member ids (`kungfu_core::coord::group`,
 //!   re-exported: the same ascending-id order the server gives a scatter's ranks).
 //! - [`topology`]: declared topologies over a group's members ([`topology::Topology`]), pure.
