@@ -6,7 +6,7 @@
 //! ```text
 //! <root>/IDENTITY        cluster id, node id and format; checked at every start
 //! <root>/log/            RocksDB: the raft log (`raft_log`) and vote/purge/commit marks (`raft_meta`),
-//!                        and `ACKNOWLEDGED`, the mark of what the log acknowledged (issue #33)
+//!                        and `ACKNOWLEDGED`, the mark of what the log acknowledged
 //! <root>/state/          RocksDB: the protocol state, one column family per key family, and `sm_meta`
 //! <root>/snapshots/      snapshots (RocksDB checkpoints of `state/`, kept as directories) and their metadata
 //! ```
