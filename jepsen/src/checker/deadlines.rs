@@ -50,6 +50,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Verdict;
+use super::common::no_final_read;
 use super::val::quantile;
 use crate::history::{FINAL_READ, History, Pair, READ};
 
@@ -265,9 +266,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
 
     // Final reads: everything acknowledged is there, and everything due has ended.
     let finals: Vec<&Read<'_>> = reads.iter().filter(|r| r.pair.f() == FINAL_READ).collect();
-    if finals.is_empty() && opts.require_final_read {
-        v.undecided("no_final_read", Vec::new(), "no final read: endings after recovery are not shown");
-    }
+    no_final_read(&mut v, finals.len(), opts.require_final_read, "endings after recovery are not shown");
     let mut open_not_due = BTreeSet::new();
     for (id, o) in &obligations {
         let mut open_after_due: Vec<&Read<'_>> = Vec::new();

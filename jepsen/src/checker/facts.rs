@@ -31,6 +31,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::Verdict;
+use super::common::Outcomes;
 use super::val::{ident_field, ident_list, u64_field};
 use crate::history::{FINAL_READ, History, Pair, READ};
 
@@ -67,7 +68,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut v = Verdict::new("facts", KINDS);
     let mut adds: BTreeMap<String, Vec<Pair<'_>>> = BTreeMap::new();
     let mut reads: Vec<Read<'_>> = Vec::new();
-    let (mut attempts, mut ok, mut fail, mut info) = (0, 0, 0, 0);
+    let mut outcomes = Outcomes::default();
 
     for p in history.pairs() {
         match p.f() {
@@ -76,14 +77,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                     v.undecided("malformed", p.indexes(), "an add must carry an id");
                     continue;
                 };
-                attempts += 1;
-                if p.is_ok() {
-                    ok += 1;
-                } else if p.is_fail() {
-                    fail += 1;
-                } else {
-                    info += 1;
-                }
+                outcomes.tally(&p);
                 adds.entry(id).or_default().push(p);
             }
             READ | FINAL_READ => {
@@ -248,10 +242,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
         v.undecided("no_final_read", Vec::new(), "no final read: survival of acknowledged facts is not shown");
     }
 
-    v.count("attempts", attempts);
-    v.count("ok", ok);
-    v.count("fail", fail);
-    v.count("info", info);
+    outcomes.count(&mut v, Some("attempts"));
     v.count("reads", reads.len() as u64);
     v.count("final_reads", finals.len() as u64);
     v.count("stale_facts", stale);

@@ -54,6 +54,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::Verdict;
+use super::common::{Outcomes, no_final_read};
 use super::val::{str_field, u64_field};
 use crate::history::{FINAL_READ, History, Pair};
 
@@ -81,17 +82,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 /// Options of the messages checker.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// A history without any `final-read` is `Unknown`.
-    pub require_final_read: bool,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options { require_final_read: true }
-    }
-}
+pub use super::common::RequireFinalRead as Options;
 
 /// One logical send: every attempt under one idempotency key.
 struct Send<'h> {
@@ -208,7 +199,8 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut sends: BTreeMap<String, Send<'_>> = BTreeMap::new();
     let mut finals: Vec<Final<'_>> = Vec::new();
     let mut reads: Vec<Read<'_>> = Vec::new();
-    let (mut attempts, mut ok, mut fail, mut info, mut replays, mut asked) = (0, 0, 0, 0, 0, 0);
+    let mut outcomes = Outcomes::default();
+    let (mut replays, mut asked) = (0, 0);
 
     for p in history.pairs() {
         match p.f() {
@@ -223,14 +215,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                     continue;
                 };
                 let to: BTreeSet<String> = strings(req.get("to")).unwrap_or_default().into_iter().collect();
-                attempts += 1;
-                if p.is_ok() {
-                    ok += 1;
-                } else if p.is_fail() {
-                    fail += 1;
-                } else {
-                    info += 1;
-                }
+                outcomes.tally(&p);
                 if req.get("replay").and_then(Value::as_bool) == Some(true) {
                     replays += 1;
                 }
@@ -283,9 +268,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             _ => {}
         }
     }
-    if finals.is_empty() && opts.require_final_read {
-        v.undecided("no_final_read", Vec::new(), "no final read: survival and cursors are not shown");
-    }
+    no_final_read(&mut v, finals.len(), opts.require_final_read, "survival and cursors are not shown");
 
     let key_of: BTreeMap<&str, &Send<'_>> = sends.values().map(|s| (s.id.as_str(), s)).collect();
 
@@ -442,10 +425,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     }
 
     v.count("sends", sends.len() as u64);
-    v.count("attempts", attempts);
-    v.count("ok", ok);
-    v.count("fail", fail);
-    v.count("info", info);
+    outcomes.count(&mut v, Some("attempts"));
     v.count("replays", replays);
     v.count("asked", asked);
     v.count("mailbox_reads", reads.len() as u64);

@@ -18,8 +18,12 @@
 //! | [`messages`] | messages | no acknowledged send lost, none duplicated, none from nowhere; replays return the same entry; every mailbox page is exactly the entries after its cursor, with no gap and no duplicate (COORDINATION §3.3, §3.5; L1, L3) |
 //! | [`record`] | record-append | no acknowledged append lost, no note id twice or from nowhere, revs dense and increasing, no read behind an earlier acknowledgment, no replace accepted on a stale base, replays answer one rev, nodes agree (COORDINATION §5.4–§5.8; L1, L3, L5) |
 //! | [`no_success`] | every run | a run in which nothing succeeded proves nothing and is invalid |
+//!
+//! [`common`] holds what the checkers share besides [`Verdict`]: counting outcomes, the
+//! final-read option and what a missing final read leaves undecided.
 
 pub mod admission;
+pub mod common;
 pub mod deadlines;
 pub mod facts;
 pub mod messages;

@@ -58,6 +58,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::Verdict;
+use super::common::{Outcomes, no_final_read};
 use super::val::{str_field, u64_field};
 use crate::history::{FINAL_READ, History, Pair};
 
@@ -88,17 +89,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 /// Options of the record checker.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// A history without any `final-read` is `Unknown`.
-    pub require_final_read: bool,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options { require_final_read: true }
-    }
-}
+pub use super::common::RequireFinalRead as Options;
 
 /// One logical patch: every attempt under one idempotency key.
 struct Key<'h> {
@@ -238,16 +229,53 @@ fn repeated(notes: &[(String, u64)]) -> Vec<&str> {
     twice.into_iter().collect()
 }
 
-/// Checks a record-append history. See the module docs.
+/// Checks a record-append history. See the module docs. In phases: the history parsed into patches
+/// by key and reads, then each patch's acknowledgments, duplicates across keys, each node's final
+/// read, and the reads during the run.
 pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut v = Verdict::new("record", KINDS);
-    let mut keys: BTreeMap<String, Key<'_>> = BTreeMap::new();
-    let mut reads: Vec<Read<'_>> = Vec::new();
-    let mut finals: Vec<Read<'_>> = Vec::new();
-    let (mut ok, mut fail, mut info, mut replays, mut dups, mut stale_base, mut dup_refused, mut merged) =
-        (0, 0, 0, 0, 0, 0, 0, 0);
-    let (mut appends, mut replaces, mut failed_reads) = (0, 0, 0);
+    let x = parse(history, &mut v);
+    no_final_read(&mut v, x.finals.len(), opts.require_final_read, "survival and revs are not shown");
+    let index = Index::of(&x.keys);
+    check_acks(&mut v, &x.keys);
+    check_duplicates(&mut v, &index);
+    let notes = check_finals(&mut v, &x, &index);
+    check_reads(&mut v, &x);
 
+    v.count("appends", x.appends);
+    v.count("replaces", x.replaces);
+    x.outcomes.count(&mut v, None);
+    v.count("replays", x.replays);
+    v.count("dups", x.dups);
+    v.count("stale_base", x.stale_base);
+    v.count("duplicate_id", x.dup_refused);
+    v.count("merged", x.merged);
+    v.count("reads", x.reads.len() as u64);
+    v.count("failed_reads", x.failed_reads);
+    v.count("final_reads", x.finals.len() as u64);
+    v.count("notes", notes);
+    v
+}
+
+/// A history parsed: every patch by its key, the reads and final reads, and what was counted.
+#[derive(Default)]
+struct Parsed<'h> {
+    keys: BTreeMap<String, Key<'h>>,
+    reads: Vec<Read<'h>>,
+    finals: Vec<Read<'h>>,
+    outcomes: Outcomes,
+    appends: u64,
+    replaces: u64,
+    replays: u64,
+    dups: u64,
+    stale_base: u64,
+    dup_refused: u64,
+    merged: u64,
+    failed_reads: u64,
+}
+
+fn parse<'h>(history: &'h History, v: &mut Verdict) -> Parsed<'h> {
+    let mut x = Parsed::default();
     for p in history.pairs() {
         match p.f() {
             f @ (APPEND | REPLACE) => {
@@ -264,33 +292,30 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                 let path = str_field(req, "path").unwrap_or_default().to_owned();
                 let value = str_field(req, "value").unwrap_or_default().to_owned();
                 if f == APPEND {
-                    appends += 1;
+                    x.appends += 1;
                 } else {
-                    replaces += 1;
+                    x.replaces += 1;
                 }
+                x.outcomes.tally(&p);
                 if p.is_ok() {
-                    ok += 1;
                     if p.response().and_then(|r| r.get("merged")).and_then(Value::as_bool) == Some(true) {
-                        merged += 1;
+                        x.merged += 1;
                     }
                 } else if p.is_fail() {
-                    fail += 1;
                     if p.failed_with("STALE_BASE") {
-                        stale_base += 1;
+                        x.stale_base += 1;
                     }
                     if p.failed_with("DUPLICATE_ID") {
-                        dup_refused += 1;
+                        x.dup_refused += 1;
                     }
-                } else {
-                    info += 1;
                 }
                 if req.get("replay").and_then(Value::as_bool) == Some(true) {
-                    replays += 1;
+                    x.replays += 1;
                 }
                 if req.get("dup").and_then(Value::as_bool) == Some(true) {
-                    dups += 1;
+                    x.dups += 1;
                 }
-                let k = keys.entry(key.to_owned()).or_insert_with(|| Key {
+                let k = x.keys.entry(key.to_owned()).or_insert_with(|| Key {
                     key: key.to_owned(),
                     f,
                     record: record.to_owned(),
@@ -314,11 +339,11 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             }
             READ => {
                 if !p.is_ok() {
-                    failed_reads += 1;
+                    x.failed_reads += 1;
                     continue;
                 }
                 match parse_read(p) {
-                    Some(r) => reads.push(r),
+                    Some(r) => x.reads.push(r),
                     None => v.undecided("malformed", p.indexes(), "a read must name its record, rev, notes and events"),
                 }
             }
@@ -327,7 +352,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                     continue;
                 }
                 match parse_read(p) {
-                    Some(r) => finals.push(r),
+                    Some(r) => x.finals.push(r),
                     None => v.undecided(
                         "malformed",
                         p.indexes(),
@@ -338,24 +363,34 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             _ => {}
         }
     }
-    if finals.is_empty() && opts.require_final_read {
-        v.undecided("no_final_read", Vec::new(), "no final read: survival and revs are not shown");
-    }
+    x
+}
 
-    // Note id → the keys that appended it (the first, and `dup` ones).
-    let mut by_id: BTreeMap<(&str, &str), Vec<&Key<'_>>> = BTreeMap::new();
-    // Replace value → its key.
-    let mut by_value: BTreeMap<(&str, &str, &str), &Key<'_>> = BTreeMap::new();
-    for k in keys.values() {
-        for id in &k.ids {
-            by_id.entry((k.record.as_str(), id.as_str())).or_default().push(k);
-        }
-        if k.f == REPLACE {
-            by_value.insert((k.record.as_str(), k.path.as_str(), k.value.as_str()), k);
-        }
-    }
+/// The patches by what they write: each note id to the keys that appended it (the first, and
+/// `dup` ones), each replaced value to its key.
+struct Index<'a, 'h> {
+    by_id: BTreeMap<(&'a str, &'a str), Vec<&'a Key<'h>>>,
+    by_value: BTreeMap<(&'a str, &'a str, &'a str), &'a Key<'h>>,
+}
 
-    // Acknowledgments: one answer per key, consistent with what was sent.
+impl<'a, 'h> Index<'a, 'h> {
+    fn of(keys: &'a BTreeMap<String, Key<'h>>) -> Index<'a, 'h> {
+        let mut by_id: BTreeMap<(&str, &str), Vec<&Key<'_>>> = BTreeMap::new();
+        let mut by_value: BTreeMap<(&str, &str, &str), &Key<'_>> = BTreeMap::new();
+        for k in keys.values() {
+            for id in &k.ids {
+                by_id.entry((k.record.as_str(), id.as_str())).or_default().push(k);
+            }
+            if k.f == REPLACE {
+                by_value.insert((k.record.as_str(), k.path.as_str(), k.value.as_str()), k);
+            }
+        }
+        Index { by_id, by_value }
+    }
+}
+
+/// Acknowledgments: one answer per key, consistent with what was sent.
+fn check_acks(v: &mut Verdict, keys: &BTreeMap<String, Key<'_>>) {
     for k in keys.values() {
         let acks = k.acks();
         if let Some((first, a0)) = acks.first()
@@ -418,8 +453,12 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             }
         }
     }
-    // A note id acknowledged under two keys: a duplicate that was not refused.
-    for ((record, id), ks) in &by_id {
+}
+
+/// A note id acknowledged under two keys: a duplicate that was not refused.
+fn check_duplicates(v: &mut Verdict, index: &Index<'_, '_>) {
+    let by_id = &index.by_id;
+    for ((record, id), ks) in by_id.iter() {
         let acked: Vec<&&Key<'_>> = ks.iter().filter(|k| k.attempts.iter().any(Pair::is_ok)).collect();
         if acked.len() > 1 {
             let w: Vec<u64> = acked.iter().flat_map(|k| k.witness()).collect();
@@ -433,10 +472,15 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             );
         }
     }
+}
 
-    // Each node's final read of each record.
+/// Each node's final read of each record: revs dense, every acknowledged patch there as
+/// acknowledged, nothing from nowhere, nodes agree. Returns the notes the first final read of
+/// each record holds.
+fn check_finals(v: &mut Verdict, x: &Parsed<'_>, index: &Index<'_, '_>) -> u64 {
+    let (keys, finals, by_id, by_value) = (&x.keys, &x.finals, &index.by_id, &index.by_value);
     let mut first_final: BTreeMap<&str, &Read<'_>> = BTreeMap::new();
-    for f in &finals {
+    for f in finals.iter() {
         let at = format!("record {} on node {}", f.record, f.node);
         let view = &f.view;
         let revs: Vec<u64> = view.events.iter().map(|e| e.rev).collect();
@@ -597,7 +641,13 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
         }
     }
 
-    // Reads during the run.
+    first_final.values().map(|f| f.view.notes.len() as u64).sum()
+}
+
+/// Reads during the run: dense events, none behind an earlier acknowledgment (L5), each agreeing
+/// with its node's final read.
+fn check_reads(v: &mut Verdict, x: &Parsed<'_>) {
+    let (keys, reads, finals) = (&x.keys, &x.reads, &x.finals);
     let final_of: BTreeMap<(&str, &str), &Read<'_>> =
         finals.iter().map(|f| ((f.node.as_str(), f.record.as_str()), f)).collect();
     // Acknowledged patches by record, as (completion index, rev).
@@ -612,7 +662,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     for list in acked_revs.values_mut() {
         list.sort_by_key(|(c, _, _)| *c);
     }
-    for r in &reads {
+    for r in reads.iter() {
         let at = format!("read of {} on node {}", r.record, r.node);
         let view = &r.view;
         for id in repeated(&view.notes) {
@@ -668,20 +718,4 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             );
         }
     }
-
-    v.count("appends", appends);
-    v.count("replaces", replaces);
-    v.count("ok", ok);
-    v.count("fail", fail);
-    v.count("info", info);
-    v.count("replays", replays);
-    v.count("dups", dups);
-    v.count("stale_base", stale_base);
-    v.count("duplicate_id", dup_refused);
-    v.count("merged", merged);
-    v.count("reads", reads.len() as u64);
-    v.count("failed_reads", failed_reads);
-    v.count("final_reads", finals.len() as u64);
-    v.count("notes", first_final.values().map(|f| f.view.notes.len() as u64).sum());
-    v
 }

@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::Verdict;
+use super::common::{Outcomes, no_final_read};
 use super::val::str_field;
 use crate::history::{FINAL_READ, History, Pair, READ};
 
@@ -116,7 +117,8 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut v = Verdict::new("replay", KINDS);
     let mut keys: BTreeMap<Key, Vec<Pair<'_>>> = BTreeMap::new();
     let mut finals: Vec<Pair<'_>> = Vec::new();
-    let (mut ok, mut fail, mut info, mut conflicts, mut unkeyed) = (0, 0, 0, 0, 0);
+    let mut outcomes = Outcomes::default();
+    let (mut conflicts, mut unkeyed) = (0, 0);
 
     for p in history.pairs() {
         if p.f() == FINAL_READ {
@@ -132,15 +134,9 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             unkeyed += 1;
             continue;
         };
-        if p.is_ok() {
-            ok += 1;
-        } else if p.is_fail() {
-            fail += 1;
-            if p.error() == Some(KEY_REUSED) {
-                conflicts += 1;
-            }
-        } else {
-            info += 1;
+        outcomes.tally(&p);
+        if p.is_fail() && p.error() == Some(KEY_REUSED) {
+            conflicts += 1;
         }
         let agent = str_field(p.request(), "agent").unwrap_or("").to_owned();
         keys.entry((agent, p.f().to_owned(), idem.to_owned())).or_default().push(p);
@@ -303,16 +299,12 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             }
         }
     }
-    if finals.is_empty() && opts.require_final_read {
-        v.undecided("no_final_read", Vec::new(), "no final read: effects per key are not counted");
-    }
+    no_final_read(&mut v, finals.len(), opts.require_final_read, "effects per key are not counted");
 
     v.count("keys", keys.len() as u64);
     v.count("requests", requests);
     v.count("retried_keys", keys.values().filter(|ops| ops.len() > 1).count() as u64);
-    v.count("ok", ok);
-    v.count("fail", fail);
-    v.count("info", info);
+    outcomes.count(&mut v, None);
     v.count("key_reused_refusals", conflicts);
     v.count("unkeyed", unkeyed);
     v.count("final_reads", finals.len() as u64);

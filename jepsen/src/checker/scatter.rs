@@ -52,6 +52,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::Verdict;
+use super::common::{Outcomes, no_final_read};
 use super::val::{str_field, u64_field};
 use crate::history::{FINAL_READ, History, Pair};
 
@@ -81,17 +82,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 /// Options of the scatter checker.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// A history without any `final-read` is `Unknown`.
-    pub require_final_read: bool,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options { require_final_read: true }
-    }
-}
+pub use super::common::RequireFinalRead as Options;
 
 /// The content of scatter `id`'s header entry.
 pub fn header_body(id: &str) -> String {
@@ -249,7 +240,8 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut scatters: BTreeMap<String, Scatter<'_>> = BTreeMap::new();
     let mut views: Vec<View<'_>> = Vec::new();
     let mut failed_finals: Vec<Pair<'_>> = Vec::new();
-    let (mut attempts, mut ok, mut fail, mut info, mut resends, mut voids) = (0, 0, 0, 0, 0, 0);
+    let mut outcomes = Outcomes::default();
+    let (mut resends, mut voids) = (0, 0);
 
     for p in history.pairs() {
         match p.f() {
@@ -269,14 +261,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                     v.undecided("malformed", p.indexes(), format!("scatter {id} carries no idempotency key"));
                     continue;
                 };
-                attempts += 1;
-                if p.is_ok() {
-                    ok += 1;
-                } else if p.is_fail() {
-                    fail += 1;
-                } else {
-                    info += 1;
-                }
+                outcomes.tally(&p);
                 if req.get("resend").and_then(Value::as_bool) == Some(true) {
                     resends += 1;
                 }
@@ -331,9 +316,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
             ),
         );
     }
-    if views.is_empty() && opts.require_final_read {
-        v.undecided("no_final_read", Vec::new(), "no final read: atomicity and survival are not shown");
-    }
+    no_final_read(&mut v, views.len(), opts.require_final_read, "atomicity and survival are not shown");
 
     // The outcome of each attempt on its own.
     let by_id: BTreeMap<&str, &Scatter<'_>> = scatters.values().map(|s| (s.id.as_str(), s)).collect();
@@ -469,10 +452,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     }
 
     v.count("scatters", scatters.len() as u64);
-    v.count("attempts", attempts);
-    v.count("ok", ok);
-    v.count("fail", fail);
-    v.count("info", info);
+    outcomes.count(&mut v, Some("attempts"));
     v.count("resends", resends);
     v.count("invalid_rank_ops", scatters.values().filter(|s| s.outsider.is_some()).count() as u64);
     v.count("invalid_target_refusals", invalid_refused);

@@ -35,6 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::Verdict;
+use super::common::{Outcomes, no_final_read};
 use super::val::{ident_field, str_field, u64_field};
 use crate::history::{FINAL_READ, History, Pair, READ};
 
@@ -59,17 +60,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 /// Options of the seq checker.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// A history without any `final-read` is `Unknown`.
-    pub require_final_read: bool,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options { require_final_read: true }
-    }
-}
+pub use super::common::RequireFinalRead as Options;
 
 /// An entry as a read shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,7 +102,8 @@ struct Thread<'h> {
 pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut v = Verdict::new("seq", KINDS);
     let mut threads: BTreeMap<String, Thread<'_>> = BTreeMap::new();
-    let (mut appends, mut ok, mut fail, mut info, mut reads, mut finals) = (0, 0, 0, 0, 0, 0);
+    let mut outcomes = Outcomes::default();
+    let (mut reads, mut finals) = (0u64, 0u64);
 
     for p in history.pairs() {
         let req = p.request();
@@ -121,14 +113,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                     v.undecided("malformed", p.indexes(), "an append must name its thread and entry id");
                     continue;
                 };
-                appends += 1;
-                if p.is_ok() {
-                    ok += 1;
-                } else if p.is_fail() {
-                    fail += 1;
-                } else {
-                    info += 1;
-                }
+                outcomes.tally(&p);
                 let acked = p.response().and_then(|r| u64_field(r, "seq"));
                 if p.is_ok() && acked.is_none() {
                     v.undecided("malformed", p.indexes(), "an acknowledged append must return its seq");
@@ -174,15 +159,15 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     for (name, t) in &threads {
         max_seq = max_seq.max(check_thread(&mut v, name, t));
     }
-    if finals == 0 && opts.require_final_read {
-        v.undecided("no_final_read", Vec::new(), "no final read: the survival of acknowledged entries is not shown");
-    }
+    no_final_read(
+        &mut v,
+        finals as usize,
+        opts.require_final_read,
+        "the survival of acknowledged entries is not shown",
+    );
 
     v.count("threads", threads.len() as u64);
-    v.count("appends", appends);
-    v.count("ok", ok);
-    v.count("fail", fail);
-    v.count("info", info);
+    outcomes.count(&mut v, Some("appends"));
     v.count("reads", reads);
     v.count("final_reads", finals);
     v.count("max_seq", max_seq);

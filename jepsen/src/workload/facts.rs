@@ -10,10 +10,10 @@
 //! every node within its bound) then fails a run whose follower never does (issue #11), and the
 //! facts checker fails one whose lagging node lost or invented an entry.
 
+use super::common::record_final_read;
 use super::{Env, Proc, Workload, node_reader, register, thread_entries};
 use crate::checker::Workload as Kind;
 use crate::client;
-use crate::history::OpType;
 use crate::recorder::Completion;
 use anyhow::{Context, Result};
 use futures::FutureExt;
@@ -122,34 +122,12 @@ impl Workload for Facts {
                 let process = next_process + i as u64;
                 env.rec.invoke(process, crate::history::FINAL_READ, json!({}), *node, None);
                 let reader = node_reader(endpoint, Some(self.lead_key.clone())).await?;
-                match thread_entries(&reader, &self.thread).await {
-                    Ok(entries) => {
-                        let seqs: Vec<u64> = entries.iter().map(|(seq, _, _)| *seq).collect();
-                        let ids: Vec<String> = entries.into_iter().map(|(_, body, _)| fact_id(&body)).collect();
-                        env.rec.complete(
-                            process,
-                            OpType::Ok,
-                            crate::history::FINAL_READ,
-                            *node,
-                            None,
-                            Completion { value: json!({ "ids": ids, "seqs": seqs }), ..Completion::default() },
-                        );
-                    }
-                    Err(e) => {
-                        env.rec.complete(
-                            process,
-                            OpType::Fail,
-                            crate::history::FINAL_READ,
-                            *node,
-                            None,
-                            Completion {
-                                error: Some("UNAVAILABLE".into()),
-                                message: Some(e.to_string()),
-                                ..Completion::default()
-                            },
-                        );
-                    }
-                }
+                let read = thread_entries(&reader, &self.thread).await.map(|entries| {
+                    let seqs: Vec<u64> = entries.iter().map(|(seq, _, _)| *seq).collect();
+                    let ids: Vec<String> = entries.into_iter().map(|(_, body, _)| fact_id(&body)).collect();
+                    json!({ "ids": ids, "seqs": seqs })
+                });
+                record_final_read(env, process, *node, read);
             }
             Ok(())
         }

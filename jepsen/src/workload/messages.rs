@@ -8,11 +8,12 @@
 //! `next_after`. The final reads page through every node's whole mailbox from its own state.
 //! `crate::checker::messages` judges them.
 
+use super::common::{fleet, record_final_read};
 use super::{Env, Proc, Workload, item_body, node_reader, register};
 use crate::checker::Workload as Kind;
 use crate::checker::messages::{ASKED_ME, MAILBOX, SEND};
 use crate::client;
-use crate::history::{FINAL_READ, OpType};
+use crate::history::FINAL_READ;
 use crate::recorder::Completion;
 use anyhow::Result;
 use futures::FutureExt;
@@ -38,16 +39,6 @@ const PAGE_SIZES: &[u32] = &[1, 2, 3, 5, 10, 50];
 const MAX_PAGES: usize = 4;
 /// Entries per page of a final read (the server caps pages at 100).
 const FINAL_PAGE: u32 = 100;
-
-/// Labeled content every member may read.
-fn fleet(words: &str) -> Option<pb::LabeledBody> {
-    Some(pb::LabeledBody {
-        kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent {
-            content: kungfu_client::text(words),
-            labels: Some(pb::Labels { taint: pb::Taint::Tainted as i32, scope: pb::Scope::Fleet as i32 }),
-        })),
-    })
-}
 
 /// An earlier send, to replay exactly.
 #[derive(Debug, Clone)]
@@ -253,24 +244,12 @@ impl Workload for Messages {
                     let reader = node_reader(endpoint, Some(self.lead.1.clone())).await?;
                     Ok::<_, anyhow::Error>(read_all(&reader, &self.thread).await?)
                 };
-                let (kind, c) = match read.await {
-                    Ok(entries) => (
-                        OpType::Ok,
-                        Completion {
-                            value: json!({"thread": self.thread, "entries": entries}),
-                            ..Completion::default()
-                        },
-                    ),
-                    Err(e) => (
-                        OpType::Fail,
-                        Completion {
-                            error: Some("UNAVAILABLE".into()),
-                            message: Some(e.to_string()),
-                            ..Completion::default()
-                        },
-                    ),
-                };
-                env.rec.complete(process, kind, FINAL_READ, *node, None, c);
+                record_final_read(
+                    env,
+                    process,
+                    *node,
+                    read.await.map(|entries| json!({"thread": self.thread, "entries": entries})),
+                );
             }
             Ok(())
         }

@@ -9,6 +9,7 @@
 //! `added_rev`) and one page of its events before that rev. The final reads take every record from
 //! every node's own state: the record and all its events. `crate::checker::record` judges them.
 
+use super::common::{fleet_labels, record_final_read};
 use super::{Env, Proc, Workload, node_reader, register};
 use crate::checker::Workload as Kind;
 use crate::checker::record::{APPEND, READ, REPLACE};
@@ -40,16 +41,12 @@ const READ_EVENTS: u32 = 20;
 /// Events per page of a final read.
 const FINAL_PAGE: u32 = 100;
 
-fn fleet() -> Option<pb::Labels> {
-    Some(pb::Labels { taint: pb::Taint::Tainted as i32, scope: pb::Scope::Fleet as i32 })
-}
-
 /// Labeled content every member may read.
 fn message(words: &str) -> pb::LabeledBody {
     pb::LabeledBody {
         kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent {
             content: kungfu_client::text(words),
-            labels: fleet(),
+            labels: Some(fleet_labels()),
         })),
     }
 }
@@ -58,7 +55,7 @@ fn note_body(id: &str) -> pb::RecordBodyInput {
     pb::RecordBodyInput {
         kind: Some(pb::record_body_input::Kind::Content(pb::LabeledContent {
             content: kungfu_client::text(id),
-            labels: fleet(),
+            labels: Some(fleet_labels()),
         })),
     }
 }
@@ -346,18 +343,7 @@ impl Workload for RecordAppend {
                         let reader = node_reader(endpoint, Some(self.lead.1.clone())).await?;
                         Ok::<_, anyhow::Error>(read_all(&reader, record).await?)
                     };
-                    let (kind, c) = match read.await {
-                        Ok(v) => (OpType::Ok, Completion { value: v, ..Completion::default() }),
-                        Err(e) => (
-                            OpType::Fail,
-                            Completion {
-                                error: Some("UNAVAILABLE".into()),
-                                message: Some(e.to_string()),
-                                ..Completion::default()
-                            },
-                        ),
-                    };
-                    env.rec.complete(process, kind, FINAL_READ, *node, None, c);
+                    record_final_read(env, process, *node, read.await);
                     process += 1;
                 }
             }

@@ -6,6 +6,7 @@
 //! `IDEMPOTENCY_KEY_REUSED` and have no effect. The final reads list, on every node, every entry of
 //! the thread as an effect tagged with the key its content names (`crate::checker::replay`).
 
+use super::common::record_final_read;
 use super::{Env, Proc, Workload, node_reader, register, thread_entries};
 use crate::checker::Workload as Kind;
 use crate::client;
@@ -168,27 +169,17 @@ impl Workload for Replay {
                     let reader = node_reader(endpoint, Some(self.lead_key.clone())).await?;
                     thread_entries(&reader, &self.thread).await
                 };
-                let c = match read.await {
-                    Ok(entries) => {
-                        let effects: Vec<Value> = entries
-                            .into_iter()
-                            .map(|(_, body, author)| {
-                                let key = body.strip_suffix(OTHER).unwrap_or(&body).to_owned();
-                                json!({ "key": key, "request": self.request(&author, &body) })
-                            })
-                            .collect();
-                        (OpType::Ok, Completion { value: json!({ "effects": effects }), ..Completion::default() })
-                    }
-                    Err(e) => (
-                        OpType::Fail,
-                        Completion {
-                            error: Some("UNAVAILABLE".into()),
-                            message: Some(e.to_string()),
-                            ..Completion::default()
-                        },
-                    ),
-                };
-                env.rec.complete(process, c.0, FINAL_READ, *node, None, c.1);
+                let read = read.await.map(|entries| {
+                    let effects: Vec<Value> = entries
+                        .into_iter()
+                        .map(|(_, body, author)| {
+                            let key = body.strip_suffix(OTHER).unwrap_or(&body).to_owned();
+                            json!({ "key": key, "request": self.request(&author, &body) })
+                        })
+                        .collect();
+                    json!({ "effects": effects })
+                });
+                record_final_read(env, process, *node, read);
             }
             Ok(())
         }

@@ -10,6 +10,7 @@
 //! `GetMailbox` and, for every header, the collective the node answers (`GetCollective`);
 //! `crate::checker::scatter` judges them.
 
+use super::common::{fleet, record_final_read};
 use super::{Env, Proc, Workload, item_body, node_reader, register};
 use crate::checker::Workload as Kind;
 use crate::checker::scatter::{Part, SCATTER, VOID, goal_body, header_body, parse_body};
@@ -42,16 +43,6 @@ const OPEN_SOFT_LIMIT: u64 = 700;
 const PAGE: u32 = 100;
 /// `GetCollective` calls of a final read in flight at once.
 const GATHER_CONCURRENCY: usize = 8;
-
-/// Labeled content every member may read.
-fn fleet(words: &str) -> Option<pb::LabeledBody> {
-    Some(pb::LabeledBody {
-        kind: Some(pb::labeled_body::Kind::Content(pb::LabeledContent {
-            content: kungfu_client::text(words),
-            labels: Some(pb::Labels { taint: pb::Taint::Tainted as i32, scope: pb::Scope::Fleet as i32 }),
-        })),
-    })
-}
 
 /// One earlier scatter, to resend exactly (same key, same goals in the same order).
 #[derive(Debug, Clone)]
@@ -369,18 +360,7 @@ impl Workload for Scatter {
                         Ok(r) => read_thread(r, &g.thread).await.map_err(anyhow::Error::from),
                         Err(e) => Err(anyhow::anyhow!("{e}")),
                     };
-                    let (kind, c) = match read {
-                        Ok(value) => (OpType::Ok, Completion { value, ..Completion::default() }),
-                        Err(e) => (
-                            OpType::Fail,
-                            Completion {
-                                error: Some("UNAVAILABLE".into()),
-                                message: Some(e.to_string()),
-                                ..Completion::default()
-                            },
-                        ),
-                    };
-                    env.rec.complete(process, kind, FINAL_READ, *node, None, c);
+                    record_final_read(env, process, *node, read);
                 }
             }
             Ok(())

@@ -4,6 +4,7 @@
 //! node, each whole thread. Sequences must be gap-free, the same on every node and in every read,
 //! and respect real time (`crate::checker::seq`).
 
+use super::common::record_final_read;
 use super::{Env, Proc, Workload, node_reader, register, thread_entries};
 use crate::checker::Workload as Kind;
 use crate::client;
@@ -202,30 +203,14 @@ impl Workload for Seq {
                         Ok(r) => thread_entries(r, thread).await,
                         Err(e) => Err(anyhow::anyhow!("{e}")),
                     };
-                    let (kind, c) = match read {
-                        Ok(entries) => {
-                            let entries: Vec<Value> = entries
-                                .into_iter()
-                                .map(|(seq, id, author)| json!({ "seq": seq, "id": id, "author": author }))
-                                .collect();
-                            (
-                                OpType::Ok,
-                                Completion {
-                                    value: json!({ "thread": thread, "entries": entries }),
-                                    ..Completion::default()
-                                },
-                            )
-                        }
-                        Err(e) => (
-                            OpType::Fail,
-                            Completion {
-                                error: Some("UNAVAILABLE".into()),
-                                message: Some(e.to_string()),
-                                ..Completion::default()
-                            },
-                        ),
-                    };
-                    env.rec.complete(process, kind, FINAL_READ, *node, None, c);
+                    let read = read.map(|entries| {
+                        let entries: Vec<Value> = entries
+                            .into_iter()
+                            .map(|(seq, id, author)| json!({ "seq": seq, "id": id, "author": author }))
+                            .collect();
+                        json!({ "thread": thread, "entries": entries })
+                    });
+                    record_final_read(env, process, *node, read);
                 }
             }
             Ok(())

@@ -4,10 +4,11 @@
 //! node; the checker (`crate::checker::turn`) recomputes each turn read from the facts at its
 //! `as_of_seq` with `kungfu-core` and follows every obligation's life.
 
+use super::common::record_final_read;
 use super::{Env, Proc, Workload, register};
 use crate::checker::Workload as Kind;
 use crate::client;
-use crate::history::{FINAL_READ, OpType};
+use crate::history::FINAL_READ;
 use crate::recorder::Completion;
 use anyhow::{Context, Result};
 use futures::FutureExt;
@@ -147,18 +148,7 @@ impl Workload for Turn {
                 }
             }
             .await;
-            let (kind, c) = match result {
-                Ok(()) => (OpType::Ok, Completion { value: json!({ "facts": facts }), ..Completion::default() }),
-                Err(e) => (
-                    OpType::Fail,
-                    Completion {
-                        error: Some("UNAVAILABLE".into()),
-                        message: Some(e.to_string()),
-                        ..Completion::default()
-                    },
-                ),
-            };
-            env.rec.complete(next_process, kind, FINAL_READ, *node, None, c);
+            record_final_read(env, next_process, *node, result.map(|()| json!({ "facts": facts })));
             Ok(())
         }
         .boxed()
