@@ -759,13 +759,18 @@ impl Cluster {
         }
     }
 
-    /// Every node's (applied index, digest), once they all report the same index (bounded).
+    /// Every node's (applied index, digest), once they all report the same index, or what answered
+    /// within `bound`. A digest hashes the whole state, which after an hour of writes takes longer
+    /// than the operator's usual two-second calls: each call may take up to two minutes.
     pub async fn digests(&self, bound: Duration) -> Result<BTreeMap<u64, (Option<u64>, String)>> {
         let start = Instant::now();
+        let options =
+            ClientOptions { max_retries: 0, call_timeout: Duration::from_secs(120), ..ClientOptions::default() };
         loop {
             let mut seen = BTreeMap::new();
             for id in self.ids() {
-                if let Ok(c) = self.operator(id).await {
+                let operator = Client::connect(vec![self.endpoint(id)], Some(OPERATOR_TOKEN.into()), options.clone());
+                if let Ok(c) = operator.await {
                     if let Ok(d) = c.state_digest(pb::StateDigestRequest {}).await {
                         seen.insert(id, (d.applied_index, d.sha256));
                     }

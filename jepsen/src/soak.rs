@@ -683,30 +683,6 @@ async fn write_until_definite(
     }
 }
 
-/// Every node's (applied index, state digest), once all of them answer at one applied index, or
-/// what answered within `bound`. A digest hashes the whole state: after an hour of writes it takes
-/// a debug build longer than the harness's usual two-second calls (`Cluster::digests`).
-async fn digests(c: &Cluster, bound: Duration) -> BTreeMap<u64, (Option<u64>, String)> {
-    let start = Instant::now();
-    let options = ClientOptions { max_retries: 0, call_timeout: Duration::from_secs(120), ..ClientOptions::default() };
-    loop {
-        let mut seen = BTreeMap::new();
-        for id in c.ids() {
-            let token = Some(crate::cluster::OPERATOR_TOKEN.to_string());
-            if let Ok(client) = Client::connect(vec![c.endpoint(id)], token, options.clone()).await {
-                if let Ok(d) = client.state_digest(pb::StateDigestRequest {}).await {
-                    seen.insert(id, (d.applied_index, d.sha256));
-                }
-            }
-        }
-        let first = seen.values().next().map(|(i, _)| *i);
-        if (seen.len() == c.nodes.len() && seen.values().all(|(i, _)| Some(*i) == first)) || start.elapsed() > bound {
-            return seen;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
 /// Runs a soak: the cluster, the load, the samples, the kills, the verdict.
 pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
     let dir = o.store.join("runs").join(format!("{}-soak-s{}", crate::run::utc_stamp(), o.seed));
@@ -895,7 +871,7 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
             let _ = c.start_node(id);
         }
         let healthy = c.wait_healthy(Duration::from_secs(60)).await;
-        let digests = digests(&c, Duration::from_secs(180)).await;
+        let digests = c.digests(Duration::from_secs(180)).await.unwrap_or_default();
         let agree = digests.len() == ids.len() && digests.values().all(|d| Some(d) == digests.values().next());
         verdict.checks.push(Check {
             what: "nodes converge after the load".into(),
