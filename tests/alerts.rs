@@ -13,7 +13,10 @@ const RULES: &str = "cluster-config/prometheus/kungfu-alerts.yml";
 const RULE_TESTS: &str = "cluster-config/prometheus/kungfu-alerts.test.yml";
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository's root").to_path_buf()
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository's root")
+        .to_path_buf()
 }
 
 fn promtool(args: &[&str]) -> (bool, String) {

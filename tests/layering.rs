@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 type Module = Vec<String>;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository's root").to_path_buf()
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository's root")
+        .to_path_buf()
 }
 
 /// Every source directory of a library or binary crate in the workspace.

@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 /// The repository's root (this package lives in `tests/`).
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository's root").to_path_buf()
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository's root")
+        .to_path_buf()
 }
 
 fn read(rel: &str) -> String {

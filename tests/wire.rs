@@ -519,7 +519,8 @@ fn every_field_the_sources_name_is_a_field_of_a_request() {
         .flat_map(|s| s.methods().map(|m| m.input()).collect::<Vec<_>>())
         .collect();
     let messages: Vec<MessageDescriptor> = pool.all_messages().filter(|m| m.package_name() == "kungfu.v1").collect();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root =
+        std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
     for dir in ["crates/kungfu-core/src", "crates/kungfu-api/src", "crates/kungfu-server/src"] {
         rust_files(&root.join(dir), &mut files);

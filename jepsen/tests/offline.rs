@@ -7,7 +7,9 @@ use kungfu_jepsen::checker::{CheckOptions, Report, Validity, Workload, check_wor
 use kungfu_jepsen::history::History;
 
 fn fixture(name: &str) -> History {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+    let path = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
     History::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -671,7 +671,8 @@ fn mcp_tools_doc_matches_the_registry() {
     for tool in ["agent_register", "thread_post", "assignment_take", "turn_get", "turn_wait"] {
         assert!(listed.contains(&format!("`{tool}`")), "--list-tools lacks {tool}:\n{listed}");
     }
-    let doc_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/mcp.md");
+    let doc_path = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../docs/mcp.md");
     let doc = std::fs::read_to_string(&doc_path).expect("docs/mcp.md");
     let (begin, end) = ("<!-- tools:begin -->\n", "<!-- tools:end -->");
     let start = doc.find(begin).expect("docs/mcp.md has the tools:begin marker") + begin.len();

@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 // Schemas
 
 fn validator(name: &str) -> jsonschema::Validator {
-    let path = format!("{}/tests/fak/schemas/{name}.v1.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fak/schemas/{name}.v1.json",
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let schema: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{path} is not a valid schema: {e}"))

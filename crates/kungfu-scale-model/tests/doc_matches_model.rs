@@ -11,7 +11,8 @@ const BEGIN: &str = "<!-- kungfu-scale-model:begin -->\n```text\n";
 const END: &str = "```\n<!-- kungfu-scale-model:end -->";
 
 fn doc() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/scaling.md");
+    let path = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../docs/scaling.md");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
