@@ -271,15 +271,16 @@ impl SnapshotStore {
     }
 }
 
-/// Copies a checkpoint directory: table files (immutable once written) as hard links, every other
-/// file (CURRENT, MANIFEST, OPTIONS, which RocksDB rewrites when it opens the copy) as a copy.
+/// Copies a checkpoint directory: table and blob files (immutable once written) as hard links, every
+/// other file (CURRENT, MANIFEST, OPTIONS, which RocksDB rewrites when it opens the copy) as a copy.
 fn link_checkpoint(from: &Path, to: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(to).map_err(Error::io(to))?;
     for entry in std::fs::read_dir(from).map_err(Error::io(from))? {
         let entry = entry.map_err(Error::io(from))?;
         let name = entry.file_name();
         let (src, dst) = (entry.path(), to.join(&name));
-        if name.to_string_lossy().ends_with(".sst") {
+        let name_text = name.to_string_lossy();
+        if name_text.ends_with(".sst") || name_text.ends_with(".blob") {
             std::fs::hard_link(&src, &dst).map_err(Error::io(&dst))?;
         } else {
             std::fs::copy(&src, &dst).map_err(Error::io(&dst))?;

@@ -728,3 +728,60 @@ fn index_and_filter_blocks_are_held_in_the_block_cache_not_in_each_table_reader(
     );
     assert!(big.memtables < 1 << 20, "every write was flushed: {big:?}");
 }
+
+/// The files of `dir` with extension `ext`.
+fn files_with(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("a directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect()
+}
+
+/// Issue #36: content (a value of 512 bytes or more in the records or the journal) is written once,
+/// to a blob file, so compaction never rewrites it. A snapshot links the blob files like its table
+/// files, and installs the same state, content included, on another node.
+#[test]
+fn content_lives_in_blob_files_that_a_snapshot_links_and_installs() {
+    use kungfu_core::fact::{Fact, JournaledFact};
+    use kungfu_types::{AgentId, MemoryId, ObjectRef, Timestamp};
+    use std::os::unix::fs::MetadataExt;
+    let a = tempfile::tempdir().expect("tempdir");
+    let b = tempfile::tempdir().expect("tempdir");
+    let sa = open(a.path());
+    let key = |i: u64| keys::journal(ObjectRef::Memory(MemoryId(i)), i + 1, 0);
+    let content = |i: u64| Content::new(format!("{i:08} ").repeat(256));
+    let mut changes = kungfu_core::Changeset::default();
+    for i in 0..200 {
+        let fact = Fact::MemoryCreated { memory: MemoryId(i), author: AgentId(1), content: content(i) };
+        let jf = JournaledFact { seq: i + 1, idx: 0, at: Timestamp(i + 1), actor: None, fact };
+        changes.insert(key(i), Some(kungfu_core::Record::Fact(jf)));
+    }
+    sa.state.commit(&changes, &[("last_applied", Some(b"x".to_vec()))]).expect("commit");
+    sa.state.flush().expect("flush");
+    assert!(!files_with(&a.path().join("state"), "blob").is_empty(), "content of 2 KiB is kept in blob files");
+
+    let snap = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"\x01meta").expect("build");
+    let linked = files_with(&snap.path, "blob");
+    assert!(!linked.is_empty(), "the checkpoint holds the blob files");
+    for f in &linked {
+        assert!(std::fs::metadata(f).expect("meta").nlink() >= 2, "{} is a copy, not a link", f.display());
+    }
+    let sb = open(b.path());
+    sa.snapshots.install(&snap, &sb.state).expect("install");
+    assert_eq!(sb.state.digest().expect("digest"), sa.state.digest().expect("digest"));
+    match sb.state.live().get(&key(7)).expect("read") {
+        Some(kungfu_core::Record::Fact(JournaledFact { fact: Fact::MemoryCreated { content: c, .. }, .. })) => {
+            assert_eq!(c, content(7), "the installed content reads back whole")
+        }
+        other => panic!("journal fact 7 after install: {other:?}"),
+    }
+    // Sent to a follower: packed into one stream, blob files included, and installed from it.
+    let c = tempfile::tempdir().expect("tempdir");
+    let sc = open(c.path());
+    let archive = c.path().join("incoming.tar");
+    let packed =
+        kungfu_storage::snapshot::pack(&snap.path, std::fs::File::create(&archive).expect("create")).expect("pack");
+    sc.snapshots.install_archive(&archive, &packed.sha256, &sc.state).expect("install the archive");
+    assert_eq!(sc.state.digest().expect("digest"), sa.state.digest().expect("digest"));
+}
