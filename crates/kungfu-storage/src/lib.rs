@@ -74,7 +74,10 @@
 //!     each and level 0's pinned at high priority (held by the table readers instead, they grew
 //!     with the data without bound; held whole in a small cache, evicting them made every point
 //!     read decompress a whole index block again); memtables bounded to 128 MiB together
-//!     (`kungfu_store_memory_bytes` shows each part).
+//!     (`kungfu_store_memory_bytes` shows each part); in the records and the journal, values of
+//!     512 bytes or more (content, and the facts that carry it) in blob files (RocksDB's integrated
+//!     BlobDB), written once at flush and never rewritten by compaction, read through the same
+//!     cache. Older table files keep their values inline and stay readable.
 //!   - One atomic write batch per apply, written without a WAL: the raft log is the one durable
 //!     record. All families flush together (`atomic_flush`), so a crash reopens the state at one
 //!     consistent point from which openraft applies the log again; `flush()` makes every commit
