@@ -175,3 +175,24 @@ impl StoreMemory {
         self.memtables + self.table_readers + self.block_cache
     }
 }
+
+/// Opens a RocksDB with `open`, waiting (at most ten seconds) while an earlier instance in this
+/// process still holds the directory's lock: a node restarted in the same process (a test, a
+/// restore) opens its stores while tasks of the node it replaced may still be dropping their
+/// handles. A lock held by another process (another `kungfud` on the same directory) is refused
+/// at once, as RocksDB words that error differently.
+pub(crate) fn open_waiting_for_own_lock(
+    open: impl Fn() -> Result<rocksdb::DB, rocksdb::Error>,
+) -> Result<rocksdb::DB, rocksdb::Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match open() {
+            Err(e)
+                if e.to_string().contains("lock hold by current process") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other,
+        }
+    }
+}

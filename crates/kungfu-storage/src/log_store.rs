@@ -121,11 +121,16 @@ impl LogStore {
         opts.set_keep_log_file_num(3);
         let mut log_opts = Options::default();
         log_opts.set_write_buffer_size(options.write_buffer_bytes);
-        let cfs =
-            [ColumnFamilyDescriptor::new(CF_LOG, log_opts), ColumnFamilyDescriptor::new(CF_META, Options::default())];
         // Issue #33: a log RocksDB finds corrupt may have lost entries this node acknowledged; it
         // is not opened (no repair), and the error names it and the repair (wipe and rejoin).
-        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks_at(STORE, path))?;
+        let db = crate::open_waiting_for_own_lock(|| {
+            let cfs = [
+                ColumnFamilyDescriptor::new(CF_LOG, log_opts.clone()),
+                ColumnFamilyDescriptor::new(CF_META, Options::default()),
+            ];
+            DB::open_cf_descriptors(&opts, path, cfs)
+        })
+        .map_err(Error::rocks_at(STORE, path))?;
         Ok(LogStore {
             db: Arc::new(db),
             syncs: Arc::new(AtomicU64::new(0)),

@@ -105,8 +105,11 @@ fn open_db(path: &Path, create: bool) -> Result<DB, Error> {
     opts.set_atomic_flush(true);
     opts.set_db_write_buffer_size(MEMTABLE_BYTES);
     let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-    let cfs = cf_names().into_iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n, &cache)));
-    DB::open_cf_descriptors(&opts, path, cfs).map_err(Error::rocks_at(STORE, path))
+    crate::open_waiting_for_own_lock(|| {
+        let cfs = cf_names().into_iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n, &cache)));
+        DB::open_cf_descriptors(&opts, path, cfs)
+    })
+    .map_err(Error::rocks_at(STORE, path))
 }
 
 /// The storage key of a core key: the shard, then the core key (whose first byte is its family).

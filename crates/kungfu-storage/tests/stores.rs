@@ -785,3 +785,22 @@ fn content_lives_in_blob_files_that_a_snapshot_links_and_installs() {
     sc.snapshots.install_archive(&archive, &packed.sha256, &sc.state).expect("install the archive");
     assert_eq!(sc.state.digest().expect("digest"), sa.state.digest().expect("digest"));
 }
+
+/// A node restarted in the same process opens its stores while tasks of the node it replaced may
+/// still hold them: the open waits (bounded) for the earlier handles to go, instead of failing on
+/// RocksDB's lock (seen in `a_full_disk_stops_acknowledgements_and_loses_no_acknowledged_write`,
+/// whose fenced node's raft tasks dropped the log store just after its shutdown returned).
+#[test]
+fn a_store_still_held_by_this_process_is_opened_once_the_holder_lets_go() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = open(dir.path());
+    let log = first.log.clone();
+    drop(first);
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(log);
+    });
+    let again = open(dir.path());
+    again.log.append(&[(1, b"a".to_vec())]).expect("the reopened log writes");
+    holder.join().expect("holder");
+}
