@@ -544,6 +544,15 @@ fn a_corrupt_store_fails_to_open_with_a_clear_error() {
 }
 
 /// The first file of `dir` (sorted) whose name `pick` accepts.
+/// The files of `dir` with extension `ext`.
+fn files_with(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("a directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect()
+}
+
 fn file_in(dir: &Path, pick: impl Fn(&str) -> bool) -> std::path::PathBuf {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("dir")
@@ -611,11 +620,7 @@ fn a_flipped_bit_in_a_state_table_is_refused_at_open_or_read_naming_the_repair()
     }
     let state = dir.path().join("state");
     // The first byte of the first data block of every table file (one per family).
-    let tables: Vec<_> = std::fs::read_dir(&state)
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .collect();
+    let tables = files_with(&state, "sst");
     assert!(!tables.is_empty(), "the flush wrote table files");
     for t in &tables {
         flip(t, 0);
@@ -639,11 +644,7 @@ fn building_a_snapshot_copies_no_table_file() {
     let sa = open(a.path());
     run_both(&scenario(), &sa.state);
     let snap = sa.snapshots.build(&sa.state, "00000000000000000012-1", b"\x01meta").expect("build");
-    let tables: Vec<_> = std::fs::read_dir(&snap.path)
-        .expect("snapshot dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .collect();
+    let tables = files_with(&snap.path, "sst");
     assert!(!tables.is_empty(), "the checkpoint holds the flushed state");
     for t in &tables {
         let shared = std::fs::metadata(t).expect("meta").nlink();
@@ -727,15 +728,6 @@ fn index_and_filter_blocks_are_held_in_the_block_cache_not_in_each_table_reader(
         "the cache holds the filters, level 0's pinned: {big:?}"
     );
     assert!(big.memtables < 1 << 20, "every write was flushed: {big:?}");
-}
-
-/// The files of `dir` with extension `ext`.
-fn files_with(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(dir)
-        .expect("a directory")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == ext))
-        .collect()
 }
 
 /// Issue #36: content (a value of 512 bytes or more in the records or the journal) is written once,
