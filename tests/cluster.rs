@@ -352,8 +352,9 @@ async fn mcp_register_from(source: &str, mcp: std::net::SocketAddr, key: &str) -
 }
 
 /// L4: registrations are limited per client address. Behind the MCP door every client reaches the
-/// API over the door's loopback connection, and behind a follower over the follower's forwarding
-/// connection; the limit must still see each client (the door and the follower vouch for it),
+/// API through the door, in the node's own process, and behind a follower over the follower's
+/// forwarding connection; the limit must still see each client (the door hands its client's
+/// address over with the call, the follower vouches for it),
 /// while a client's own claim of another address, even dressed as a forwarded call, counts for
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,8 +378,9 @@ async fn registrations_are_limited_per_client_behind_the_mcp_door_and_a_forwardi
     let other = mcp_register_from("127.0.0.3", door, "b0").await;
     assert!(other.contains("kf_ag_"), "a second MCP client is not the first one: {other}\n{}", cluster.logs());
 
-    // A gRPC client that claims other addresses (with a guessed door token, as a "forwarded" call
-    // from an address that is no member's) is counted at its own address.
+    // A gRPC client that claims other addresses (as a "forwarded" call from an address that is no
+    // member's, with the header an older node's door sent beside its claims) is counted at its own
+    // address.
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.nodes[&leader].api))
         .expect("endpoint")
         .local_address(Some("127.0.0.4".parse().expect("ip")))
@@ -389,7 +391,7 @@ async fn registrations_are_limited_per_client_behind_the_mcp_door_and_a_forwardi
     for (i, claim) in ["198.51.100.1", "198.51.100.2", "198.51.100.3"].into_iter().enumerate() {
         let mut req = tonic::Request::new(pb::RegisterRequest { idempotency_key: format!("c{i}") });
         req.metadata_mut().insert(kungfu_api::CLIENT_ADDR, claim.parse().expect("header"));
-        req.metadata_mut().insert(kungfu_api::DOOR_TOKEN, "kf_dt_guessed".parse().expect("header"));
+        req.metadata_mut().insert("kungfu-door-token", "kf_dt_guessed".parse().expect("header"));
         req.metadata_mut().insert("kungfu-forwarded", "1".parse().expect("header"));
         let r = agents.clone().register(req).await;
         if i < 2 {

@@ -715,3 +715,35 @@ async fn console_live_record_stream_follows_patches_and_resumes_from_the_last_re
     assert_eq!(got, vec![3, 4], "no gap, no duplicate");
     assert!(resumed.next_within(Duration::from_millis(500)).await.is_none(), "nothing more");
 }
+
+/// An MCP call is one gRPC call into the node's own API service stack, in the node's process, with
+/// no TCP connection to the API port (issue #32). The node lets one connection in per peer address
+/// and the test's own gRPC client holds it, so a door that dialled the API over loopback would have
+/// its connection closed on accept; through the in-process door an agent registers, creates a
+/// thread and posts, and the API port still refuses a second connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_post_makes_no_tcp_connection_inside_the_node() {
+    use tokio::io::AsyncReadExt;
+    let (cluster, http, _, _grpc_client_holding_the_one_connection) =
+        one_node("[api]\nmax_connections_per_peer = 1\n").await;
+    let registered = mcp_tool(http, "agent_register", json!({}), None).await;
+    let key =
+        registered["agent_key"].as_str().unwrap_or_else(|| panic!("{registered}\n{}", cluster.logs())).to_string();
+    let created = act(http, "thread_create", json!({"subject": "in process"}), &key).await;
+    let thread = created["receipt"]["thread_created"]["thread"].as_str().expect("thread").to_string();
+    let entry = post_asking(http, &key, &thread, "no socket between", &[], None).await;
+    assert_eq!(entry, 1, "the post went through the door");
+
+    // The bound is in force: a second connection to the API port is closed on accept.
+    let mut second = tokio::net::TcpStream::connect(cluster.nodes[&1].api).await.expect("connect");
+    let mut buf = [0u8; 256];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(5), second.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            // The server's HTTP/2 preface, were it let in; read on.
+            Ok(Ok(_)) => continue,
+            Err(_) => break false,
+        }
+    };
+    assert!(closed, "a second connection from the test's address was let in: the bound is not what this test needs");
+}

@@ -50,14 +50,18 @@ pub use status::{
     status_rejection,
 };
 
-/// Metadata by which a door inside a node (the MCP door at `/mcp`) tells the node's own API the
-/// address its client connected from, so per-address limits (registrations) see the real client
-/// rather than the door's loopback connection. The API believes it only with [`DOOR_TOKEN`]
-/// carrying the node's own per-process token, or on a call forwarded by another member of the
+/// Metadata by which a follower that forwards a call to the leader tells it the address the call's
+/// client connected from, so per-address limits (registrations, L4) see the real client rather
+/// than the follower. The API believes it only on a call forwarded by another member of the
 /// cluster (`kungfu-forwarded`, from a member's address); otherwise it is ignored.
 pub const CLIENT_ADDR: &str = "kungfu-client-addr";
-/// The secret a node's in-process doors send with [`CLIENT_ADDR`]; never leaves the node.
-pub const DOOR_TOKEN: &str = "kungfu-door-token";
+
+/// The address a call's client connected from, as a request extension: put there by a door inside
+/// the node (the MCP door, the console), which calls the node's own service stack in process (no
+/// network client can set an extension), and by the API's client-address layer once it has settled
+/// whom to believe, for the service layer to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::IpAddr);
 
 /// The generated code of `kungfu.v1`: messages, `*_service_client` and `*_service_server`.
 #[allow(missing_docs, clippy::all, unreachable_pub, missing_debug_implementations)]

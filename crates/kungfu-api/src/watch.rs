@@ -1,16 +1,16 @@
 //! Watch streams on the wire (`proto/kungfu/v1/watch.proto`): the requests of `WatchService` in
-//! domain terms, the turn watcher's resume token ([`TurnCursor`]), the change set between two turns
-//! ([`TurnDelta`]) and how change sets and entry batches become events. The streaming itself (when
-//! to read, leadership, bounds) is the server's; everything here is a pure function, so the exact
-//! resume semantics the proto promises are tested here.
+//! domain terms, the turn watcher's resume token in text ([`encode_cursor`], [`parse_cursor`]), and
+//! how the domain events of the watch service (`kungfu_core::watch`: turn changes, batches of
+//! entries and of record events) become messages. The streaming itself (when to read, leadership,
+//! bounds) is the server's; everything here is a pure function, so the exact resume semantics the
+//! proto promises are tested here.
 
 use crate::field_error::FieldError;
 use crate::pb;
 use crate::request::timeline_query;
-use kungfu_core::model::{Entry, ObligationId};
-use kungfu_core::read::{Cursor, TurnItem};
-use kungfu_types::{AgentId, EntrySeq, GroupId, ThreadId};
-use std::collections::BTreeMap;
+use kungfu_core::read::Cursor;
+use kungfu_core::watch::{RecordBatch, ThreadBatch, TurnChange, TurnCursor};
+use kungfu_types::{EntrySeq, GroupId, ThreadId};
 
 /// The arguments of `WatchThread`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub fn watch_thread_query(req: &pb::WatchThreadRequest) -> Result<ThreadWatchQue
 
 /// The arguments of `WatchTurn`: the cursor to resume from, if any.
 pub fn watch_turn_query(req: &pb::WatchTurnRequest) -> Result<Option<TurnCursor>, FieldError> {
-    TurnCursor::parse(&req.cursor)
+    parse_cursor(&req.cursor)
 }
 
 // --- Turn cursor ----------------------------------------------------------------------------------
@@ -47,191 +47,113 @@ const TURN_CURSOR_VERSION: u8 = 1;
 /// big-endian), then as version 1; 43 bytes. Never names group 0: one form per cursor.
 const TURN_CURSOR_VERSION_GROUPED: u8 = 2;
 
-/// What a turn watcher has seen: the turn whose [`turn_digest`] is `digest`, computed at
-/// `applied_index` of `group`'s log (the index counts one group's entries, so the cursor names
-/// it). Only the digest and the group decide whether a resumed stream must resend the turn; the
-/// index is carried for clients and logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TurnCursor {
-    pub group: GroupId,
-    pub applied_index: u64,
-    pub digest: [u8; 32],
+/// Most items (upserted plus removed) in one `TurnEvent` message: a larger change set is split.
+pub const TURN_EVENT_ITEMS: usize = 100;
+
+/// A cursor's opaque text form: hex of a version byte, the group unless it is group 0, the index
+/// (big-endian) and the digest. Pinned in `tests::turn_cursors_keep_their_golden_bytes`.
+pub fn encode_cursor(c: &TurnCursor) -> String {
+    let mut b = Vec::with_capacity(43);
+    if c.group == GroupId::ZERO {
+        b.push(TURN_CURSOR_VERSION);
+    } else {
+        b.push(TURN_CURSOR_VERSION_GROUPED);
+        b.extend_from_slice(&c.group.to_be_bytes());
+    }
+    b.extend_from_slice(&c.applied_index.to_be_bytes());
+    b.extend_from_slice(&c.digest);
+    Cursor(b).to_hex()
 }
 
-impl TurnCursor {
-    /// The opaque text form: hex of a version byte, the group unless it is group 0, the index
-    /// (big-endian) and the digest. Pinned in `tests::turn_cursors_keep_their_golden_bytes`.
-    pub fn encode(&self) -> String {
-        let mut b = Vec::with_capacity(43);
-        if self.group == GroupId::ZERO {
-            b.push(TURN_CURSOR_VERSION);
-        } else {
-            b.push(TURN_CURSOR_VERSION_GROUPED);
-            b.extend_from_slice(&self.group.to_be_bytes());
+/// Parses a cursor sent back by a client; empty is none.
+pub fn parse_cursor(text: &str) -> Result<Option<TurnCursor>, FieldError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = || FieldError::new("cursor", "is not a cursor returned by WatchTurn");
+    let bytes = Cursor::from_hex(text).map_err(|_| bad())?.0;
+    let (group, rest) = match (bytes.first(), bytes.len()) {
+        (Some(&TURN_CURSOR_VERSION), 41) => (GroupId::ZERO, &bytes[1..]),
+        (Some(&TURN_CURSOR_VERSION_GROUPED), 43) => match GroupId(u16::from_be_bytes([bytes[1], bytes[2]])) {
+            GroupId::ZERO => return Err(bad()),
+            g => (g, &bytes[3..]),
+        },
+        _ => return Err(bad()),
+    };
+    let mut index = [0u8; 8];
+    index.copy_from_slice(&rest[..8]);
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(&rest[8..]);
+    Ok(Some(TurnCursor { group, applied_index: u64::from_be_bytes(index), digest }))
+}
+
+// --- Events ---------------------------------------------------------------------------------------
+
+/// The messages of one turn change: at most `max_items` items (upserted plus removed) per message,
+/// at least one message, `reset` on the first only, the cursor on the last only, so that only a
+/// complete change set resumes.
+pub fn turn_events(change: TurnChange, max_items: usize) -> Vec<pb::TurnEvent> {
+    let TurnChange { delta, cursor } = change;
+    let max_items = max_items.max(1);
+    let empty = || pb::TurnEvent {
+        applied_index: cursor.applied_index,
+        group: u32::from(cursor.group.0),
+        ..Default::default()
+    };
+    let mut events = Vec::new();
+    let mut current = pb::TurnEvent { reset: delta.reset, ..empty() };
+    let mut count = 0;
+    let upserted = delta.upserted.iter().map(|i| (Some(pb::TurnItem::from(i)), None));
+    let removed = delta.removed.iter().map(|o| (None, Some(pb::ObligationRef::from(o))));
+    for (item, gone) in upserted.chain(removed) {
+        if count == max_items {
+            events.push(std::mem::replace(&mut current, empty()));
+            count = 0;
         }
-        b.extend_from_slice(&self.applied_index.to_be_bytes());
-        b.extend_from_slice(&self.digest);
-        Cursor(b).to_hex()
+        current.upserted.extend(item);
+        current.removed.extend(gone);
+        count += 1;
     }
+    current.cursor = encode_cursor(&cursor);
+    events.push(current);
+    events
+}
 
-    /// Whether this cursor describes exactly the turn of `group` whose digest is `digest`.
-    pub fn confirms(&self, group: GroupId, digest: &[u8; 32]) -> bool {
-        self.group == group && &self.digest == digest
-    }
-
-    /// Parses a cursor sent back by a client; empty is none.
-    pub fn parse(text: &str) -> Result<Option<TurnCursor>, FieldError> {
-        if text.is_empty() {
-            return Ok(None);
-        }
-        let bad = || FieldError::new("cursor", "is not a cursor returned by WatchTurn");
-        let bytes = Cursor::from_hex(text).map_err(|_| bad())?.0;
-        let (group, rest) = match (bytes.first(), bytes.len()) {
-            (Some(&TURN_CURSOR_VERSION), 41) => (GroupId::ZERO, &bytes[1..]),
-            (Some(&TURN_CURSOR_VERSION_GROUPED), 43) => match GroupId(u16::from_be_bytes([bytes[1], bytes[2]])) {
-                GroupId::ZERO => return Err(bad()),
-                g => (g, &bytes[3..]),
-            },
-            _ => return Err(bad()),
-        };
-        let mut index = [0u8; 8];
-        index.copy_from_slice(&rest[..8]);
-        let mut digest = [0u8; 32];
-        digest.copy_from_slice(&rest[8..]);
-        Ok(Some(TurnCursor { group, applied_index: u64::from_be_bytes(index), digest }))
+/// One batch of a thread's consecutive entries.
+pub fn thread_event(batch: &ThreadBatch) -> pb::ThreadEvent {
+    pb::ThreadEvent {
+        entries: batch.entries.iter().map(pb::Entry::from).collect(),
+        applied_index: batch.applied_index,
+        group: u32::from(batch.group.0),
     }
 }
 
-/// SHA-256 over the agent and its whole turn in turn order (the canonical encoding of the core),
-/// so two cursors agree exactly when they describe the same items, `next` steps included, of the
-/// same agent.
-pub fn turn_digest(agent: AgentId, items: &[TurnItem]) -> [u8; 32] {
-    let bytes = kungfu_core::codec::encode(&(agent, items));
-    // `hash_secret` is SHA-256 of its text; hex keeps the input unambiguous.
-    kungfu_core::secret::hash_secret(&Cursor(bytes).to_hex()).0
-}
-
-// --- Turn change sets -----------------------------------------------------------------------------
-
-/// What a client must apply to its copy of the turn to reach the current one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TurnDelta {
-    /// Clear the copy first.
-    pub reset: bool,
-    /// New or changed items, in turn order.
-    pub upserted: Vec<TurnItem>,
-    /// Obligations no longer in the turn, in obligation order.
-    pub removed: Vec<ObligationId>,
-}
-
-impl TurnDelta {
-    /// A reset to `current`, which is in turn order (as `read::turn` gives it).
-    pub fn reset(current: &[TurnItem]) -> TurnDelta {
-        TurnDelta { reset: true, upserted: current.to_vec(), removed: Vec::new() }
+/// One batch of a shared record's events.
+pub fn record_event_batch(batch: &RecordBatch) -> pb::RecordEventBatch {
+    pb::RecordEventBatch {
+        events: batch.events.iter().map(pb::RecordEvent::from).collect(),
+        applied_index: batch.applied_index,
+        group: u32::from(batch.group.0),
     }
-
-    /// The change from `previous` (what the client holds) to `current` (in turn order).
-    pub fn between(previous: &BTreeMap<ObligationId, TurnItem>, current: &[TurnItem]) -> TurnDelta {
-        let upserted: Vec<TurnItem> =
-            current.iter().filter(|i| previous.get(&i.obligation) != Some(*i)).cloned().collect();
-        let now: std::collections::BTreeSet<ObligationId> = current.iter().map(|i| i.obligation).collect();
-        let removed = previous.keys().filter(|o| !now.contains(o)).copied().collect();
-        TurnDelta { reset: false, upserted, removed }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        !self.reset && self.upserted.is_empty() && self.removed.is_empty()
-    }
-
-    /// The events of this change set: at most `max_items` items (upserted plus removed) per event,
-    /// at least one event, `reset` on the first only, `cursor` on the last only.
-    pub fn into_events(self, cursor: &TurnCursor, max_items: usize) -> Vec<pb::TurnEvent> {
-        let max_items = max_items.max(1);
-        let mut events = Vec::new();
-        let mut current = pb::TurnEvent {
-            reset: self.reset,
-            applied_index: cursor.applied_index,
-            group: u32::from(cursor.group.0),
-            ..Default::default()
-        };
-        let mut count = 0;
-        let flush = |current: &mut pb::TurnEvent, events: &mut Vec<pb::TurnEvent>, count: &mut usize| {
-            let next = pb::TurnEvent {
-                applied_index: cursor.applied_index,
-                group: u32::from(cursor.group.0),
-                ..Default::default()
-            };
-            events.push(std::mem::replace(current, next));
-            *count = 0;
-        };
-        for item in &self.upserted {
-            if count == max_items {
-                flush(&mut current, &mut events, &mut count);
-            }
-            current.upserted.push(pb::TurnItem::from(item));
-            count += 1;
-        }
-        for o in &self.removed {
-            if count == max_items {
-                flush(&mut current, &mut events, &mut count);
-            }
-            current.removed.push(pb::ObligationRef::from(o));
-            count += 1;
-        }
-        current.cursor = cursor.encode();
-        events.push(current);
-        events
-    }
-}
-
-/// The client's copy after applying a change set (what the server remembers as sent).
-pub fn apply_delta(copy: &mut BTreeMap<ObligationId, TurnItem>, delta: &TurnDelta) {
-    if delta.reset {
-        copy.clear();
-    }
-    for i in &delta.upserted {
-        copy.insert(i.obligation, i.clone());
-    }
-    for o in &delta.removed {
-        copy.remove(o);
-    }
-}
-
-// --- Thread events --------------------------------------------------------------------------------
-
-/// One batch of consecutive entries.
-pub fn thread_event(entries: &[Entry], group: GroupId, applied_index: u64) -> pb::ThreadEvent {
-    pb::ThreadEvent { entries: entries.iter().map(pb::Entry::from).collect(), applied_index, group: u32::from(group.0) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kungfu_core::model::ObligationKind;
-    use kungfu_types::{AssignmentId, NextStep, ObjectRef, Timestamp};
-
-    fn item(asg: u64, at: u64, next: NextStep) -> TurnItem {
-        TurnItem {
-            obligation: ObligationId::AssignmentDelivery(AssignmentId(asg)),
-            kind: ObligationKind::Delivery,
-            object: ObjectRef::Thread(ThreadId(1)),
-            arose_at: Timestamp(at),
-            due_at: Some(Timestamp(1_000)),
-            next,
-        }
-    }
-
-    fn map(items: &[TurnItem]) -> BTreeMap<ObligationId, TurnItem> {
-        items.iter().map(|i| (i.obligation, i.clone())).collect()
-    }
+    use kungfu_core::model::ObligationId;
+    use kungfu_core::read::TurnItem;
+    use kungfu_core::testkit::delivery_item as item;
+    use kungfu_core::watch::TurnDelta;
+    use kungfu_types::{AssignmentId, NextStep};
 
     #[test]
     fn a_cursor_round_trips_and_anything_else_is_refused_naming_the_field() {
         let c = TurnCursor { group: GroupId::ZERO, applied_index: 42, digest: [7; 32] };
-        assert_eq!(TurnCursor::parse(&c.encode()).expect("parses"), Some(c));
-        assert_eq!(TurnCursor::parse("").expect("empty"), None);
-        for bad in ["zz", "00", &c.encode()[2..], &format!("02{}", &c.encode()[2..])] {
-            let e = TurnCursor::parse(bad).expect_err(bad);
+        assert_eq!(parse_cursor(&encode_cursor(&c)).expect("parses"), Some(c));
+        assert_eq!(parse_cursor("").expect("empty"), None);
+        let text = encode_cursor(&c);
+        for bad in ["zz", "00", &text[2..], &format!("02{}", &text[2..])] {
+            let e = parse_cursor(bad).expect_err(bad);
             assert_eq!(e.field, "cursor");
         }
         let e = watch_turn_query(&pb::WatchTurnRequest { cursor: "x".into() }).expect_err("bad");
@@ -249,50 +171,19 @@ mod tests {
         let ab = "ab".repeat(32);
         let g0_text = format!("010000000000000102{ab}");
         let g5_text = format!("0200050000000000000102{ab}");
-        assert_eq!(g0.encode(), g0_text);
-        assert_eq!(g5.encode(), g5_text);
-        assert_eq!(TurnCursor::parse(&g0_text).expect("parses"), Some(g0));
-        assert_eq!(TurnCursor::parse(&g5_text).expect("parses"), Some(g5));
+        assert_eq!(encode_cursor(&g0), g0_text);
+        assert_eq!(encode_cursor(&g5), g5_text);
+        assert_eq!(parse_cursor(&g0_text).expect("parses"), Some(g0));
+        assert_eq!(parse_cursor(&g5_text).expect("parses"), Some(g5));
         // One form per cursor: version 2 never names group 0.
-        let e = TurnCursor::parse(&format!("0200000000000000000102{ab}")).expect_err("group 0 as version 2");
+        let e = parse_cursor(&format!("0200000000000000000102{ab}")).expect_err("group 0 as version 2");
         assert_eq!(e.field, "cursor");
-        // A cursor confirms only its own group's turn.
-        assert!(g0.confirms(GroupId::ZERO, &digest) && !g5.confirms(GroupId::ZERO, &digest));
-        let events = TurnDelta::default().into_events(&g5, 10);
+        let events = turn_events(TurnChange { delta: TurnDelta::default(), cursor: g5 }, 10);
         assert_eq!((events[0].group, events[0].applied_index), (5, 0x0102));
-        assert_eq!(thread_event(&[], GroupId(5), 9).group, 5);
-    }
-
-    #[test]
-    fn the_digest_tells_turns_apart_by_items_next_steps_and_agent() {
-        let a = [item(1, 10, NextStep::Deliver), item(2, 20, NextStep::Deliver)];
-        let d = turn_digest(AgentId(1), &a);
-        assert_eq!(d, turn_digest(AgentId(1), &a.clone()));
-        assert_ne!(d, turn_digest(AgentId(2), &a), "another agent's cursor never confirms");
-        assert_ne!(d, turn_digest(AgentId(1), &a[..1]), "a removed item");
-        let mut waiting = a.clone();
-        waiting[1].next = NextStep::Wait;
-        assert_ne!(d, turn_digest(AgentId(1), &waiting), "a changed next step");
-        assert_ne!(turn_digest(AgentId(1), &[]), turn_digest(AgentId(2), &[]));
-    }
-
-    #[test]
-    fn a_delta_applied_to_the_previous_copy_gives_exactly_the_current_turn() {
-        let before = [item(1, 10, NextStep::Deliver), item(2, 20, NextStep::Deliver), item(3, 30, NextStep::Deliver)];
-        let after = [item(2, 20, NextStep::Wait), item(3, 30, NextStep::Deliver), item(4, 40, NextStep::Deliver)];
-        let mut copy = map(&before);
-        let delta = TurnDelta::between(&copy, &after);
-        assert!(!delta.reset);
-        // Only what changed travels: item 3 is unchanged and not sent again.
-        assert_eq!(delta.upserted, vec![after[0].clone(), after[2].clone()]);
-        assert_eq!(delta.removed, vec![before[0].obligation]);
-        apply_delta(&mut copy, &delta);
-        assert_eq!(copy, map(&after));
-        assert!(TurnDelta::between(&copy, &after).is_empty(), "no change, no event");
-        // A reset replaces whatever the client held.
-        let mut stale = map(&before);
-        apply_delta(&mut stale, &TurnDelta::reset(&after));
-        assert_eq!(stale, map(&after));
+        let batch = ThreadBatch { group: GroupId(5), applied_index: 9, entries: Vec::new() };
+        assert_eq!((thread_event(&batch).group, thread_event(&batch).applied_index), (5, 9));
+        let batch = RecordBatch { group: GroupId(5), applied_index: 9, events: Vec::new() };
+        assert_eq!((record_event_batch(&batch).group, record_event_batch(&batch).applied_index), (5, 9));
     }
 
     #[test]
@@ -301,19 +192,19 @@ mod tests {
         let mut delta = TurnDelta::reset(&items);
         delta.removed = vec![ObligationId::AssignmentDelivery(AssignmentId(9))];
         let cursor = TurnCursor { group: GroupId::ZERO, applied_index: 7, digest: [1; 32] };
-        let events = delta.into_events(&cursor, 2);
+        let events = turn_events(TurnChange { delta, cursor }, 2);
         assert_eq!(events.len(), 3);
         assert_eq!(events.iter().map(|e| e.reset).collect::<Vec<_>>(), vec![true, false, false]);
         assert_eq!(events.iter().map(|e| e.upserted.len() + e.removed.len()).collect::<Vec<_>>(), vec![2, 2, 2]);
         assert!(events[..2].iter().all(|e| e.cursor.is_empty()), "only a complete change set resumes");
-        assert_eq!(events[2].cursor, cursor.encode());
+        assert_eq!(events[2].cursor, encode_cursor(&cursor));
         assert_eq!(events[2].removed.len(), 1);
         assert!(events.iter().all(|e| e.applied_index == 7));
         // An empty confirmation is one event with the cursor and nothing else.
-        let confirm = TurnDelta::default().into_events(&cursor, 100);
+        let confirm = turn_events(TurnChange { delta: TurnDelta::default(), cursor }, 100);
         assert_eq!(confirm.len(), 1);
         assert!(!confirm[0].reset && confirm[0].upserted.is_empty() && confirm[0].removed.is_empty());
-        assert_eq!(confirm[0].cursor, cursor.encode());
+        assert_eq!(confirm[0].cursor, encode_cursor(&cursor));
     }
 
     #[test]

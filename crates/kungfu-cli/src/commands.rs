@@ -11,6 +11,23 @@ use kungfu_client::{Client, ClientOptions, Post, RetryCause, RetryHook, Retrying
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// `kungfu bench …`: replaces this process with the benchmark harness `kungfu-bench`, with the
+/// arguments and `--json` passed on, so its output, exit status and signals are the harness's own.
+/// Returns only when the harness cannot be run.
+pub fn exec_bench(args: Vec<std::ffi::OsString>, json: bool) -> CliError {
+    use std::os::unix::process::CommandExt;
+    let binary = match crate::dev::find_kungfu_bench() {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let mut cmd = std::process::Command::new(&binary);
+    if json {
+        cmd.arg("--json");
+    }
+    let e = cmd.args(args).exec();
+    CliError::other(format!("cannot run {}: {e}", binary.display()))
+}
+
 /// Runs the command.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     // `mcp` serves the door over its own channel; stdout is the protocol stream from here on.
@@ -60,10 +77,10 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             crate::coordination::gather(&ctx, &thread, header, reduce.as_deref()).await
         }
         Command::Barrier(args) => crate::coordination::barrier(&ctx, args).await,
-        // `bench` runs on its own runtime and never reaches here (main.rs).
+        // `bench` runs another program and never reaches here (main.rs).
         Command::Dev(_)
         | Command::Demo { .. }
-        | Command::Bench(_)
+        | Command::Bench { .. }
         | Command::Mcp { .. }
         | Command::Completions { .. } => {
             Err(CliError::other("dev, demo, bench, mcp and completions are handled before connecting"))

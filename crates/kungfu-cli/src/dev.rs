@@ -72,38 +72,62 @@ fn absolute(dir: &DevDir) -> Result<PathBuf, CliError> {
 
 /// Finds `kungfud`: the flag, then `$KUNGFUD`, then next to this executable, then on `PATH`.
 pub fn find_kungfud(flag: Option<String>) -> Result<PathBuf, CliError> {
-    if let Some(path) = flag.filter(|p| !p.is_empty()) {
+    find_program(Program { name: "kungfud", what: "the server binary", env: "KUNGFUD", flag: Some("--kungfud") }, flag)
+}
+
+/// Finds `kungfu-bench`, the benchmark harness that `kungfu bench` runs: `$KUNGFU_BENCH`, then
+/// next to this executable, then on `PATH`.
+pub fn find_kungfu_bench() -> Result<PathBuf, CliError> {
+    find_program(Program { name: "kungfu-bench", what: "the benchmark binary", env: "KUNGFU_BENCH", flag: None }, None)
+}
+
+/// One of our programs that a command runs, and how a user names where it is.
+struct Program {
+    name: &'static str,
+    what: &'static str,
+    env: &'static str,
+    flag: Option<&'static str>,
+}
+
+/// The flag's path, then the environment's, then the program next to this executable (a build's
+/// target directory, or an install's `bin/`), then on `PATH`.
+fn find_program(p: Program, flag: Option<String>) -> Result<PathBuf, CliError> {
+    if let (Some(flag_name), Some(path)) = (p.flag, flag.filter(|p| !p.is_empty())) {
         let path = PathBuf::from(path);
         if path.is_file() {
             return Ok(path);
         }
-        return Err(CliError::usage(format!("--kungfud {}: no such file", path.display())));
+        return Err(CliError::usage(format!("{flag_name} {}: no such file", path.display())));
     }
-    if let Some(path) = std::env::var_os("KUNGFUD").filter(|p| !p.is_empty()) {
+    if let Some(path) = std::env::var_os(p.env).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         if path.is_file() {
             return Ok(path);
         }
-        return Err(CliError::usage(format!("KUNGFUD={}: no such file", path.display())));
+        return Err(CliError::usage(format!("{}={}: no such file", p.env, path.display())));
     }
     if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-        let path = dir.join("kungfud");
+        let path = dir.join(p.name);
         if path.is_file() {
             return Ok(path);
         }
     }
     if let Some(paths) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&paths) {
-            let path = dir.join("kungfud");
+            let path = dir.join(p.name);
             if path.is_file() {
                 return Ok(path);
             }
         }
     }
-    Err(CliError::usage(
-        "cannot find the server binary `kungfud`: build it (`cargo build --release --bin kungfud`), then pass \
-         --kungfud PATH, set KUNGFUD=PATH, put it next to `kungfu`, or put it on PATH",
-    ))
+    let flag = p.flag.map(|f| format!("pass {f} PATH, ")).unwrap_or_default();
+    Err(CliError::usage(format!(
+        "cannot find {} `{name}`: build it (`cargo build --release --bin {name}`), then {flag}set {}=PATH, \
+         put it next to `kungfu`, or put it on PATH",
+        p.what,
+        p.env,
+        name = p.name
+    )))
 }
 
 fn pid_file(dir: &Path, id: u16) -> PathBuf {

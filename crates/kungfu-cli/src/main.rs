@@ -2,22 +2,8 @@
 //! (`kungfu-client`), which finds the leader, times out and retries safely under one idempotency
 //! key. See `kungfu --help` for the commands and the exit-status table.
 
-mod bench;
-mod cli;
-mod commands;
-mod contract;
-mod coordination;
-mod ctx;
-mod demo;
-mod demo_coord;
-mod dev;
-mod error;
-mod mcp;
-mod output;
-mod profile;
-mod record;
-
 use clap::Parser;
+use kungfu_cli::{cli, commands, error};
 
 fn main() {
     let cli = cli::Cli::parse();
@@ -27,28 +13,20 @@ fn main() {
         return;
     }
     let json = cli.json;
-    // A benchmark drives thousands of concurrent calls: it gets a worker thread per core, as a
-    // user's multi-threaded client would. Every other command makes a few calls in sequence.
-    let bench = matches!(cli.command, cli::Command::Bench(_));
-    let runtime = if bench {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build()
-    } else {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
-    };
-    let runtime = match runtime {
+    // `kungfu bench …` becomes the benchmark harness, which needs no runtime of ours.
+    if let cli::Command::Bench { args } = cli.command {
+        let e = commands::exec_bench(args, json);
+        e.print(json);
+        std::process::exit(e.exit);
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             error::CliError::other(format!("cannot start the async runtime: {e}")).print(json);
             std::process::exit(error::EXIT_OTHER);
         }
     };
-    let result = runtime.block_on(async move {
-        match cli.command {
-            cli::Command::Bench(cmd) => bench::run(cmd, json).await,
-            _ => commands::run(cli).await,
-        }
-    });
-    if let Err(e) = result {
+    if let Err(e) = runtime.block_on(commands::run(cli)) {
         e.print(json);
         std::process::exit(e.exit);
     }

@@ -53,7 +53,7 @@ pub async fn run(cli: &Cli, list_tools: bool) -> Result<(), CliError> {
         );
     }
     let channel = balanced(&endpoints, Duration::from_secs(cli.timeout_secs.max(1)))?;
-    kungfu_mcp::serve_stdio(kungfu_mcp::Door::new(channel, key).with_toolsets(toolsets))
+    kungfu_mcp::serve_stdio(kungfu_mcp::Door::new(kungfu_mcp::Api::network(channel), key).with_toolsets(toolsets))
         .await
         .map_err(|e| CliError::other(format!("the MCP stdio door stopped: {e:#}")))
 }

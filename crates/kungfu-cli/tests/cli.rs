@@ -691,15 +691,16 @@ fn mcp_tools_doc_matches_the_registry() {
     );
 }
 
-/// Issue #16, deliverable 8: `kungfu --version` and `kungfud --version` name the commit they were
+/// `kungfu --version`, `kungfud --version` and `kungfu-bench --version` name the commit they were
 /// built from (this checkout's HEAD) and the build date.
 #[test]
-fn both_binaries_name_their_commit_and_build_date() {
+fn every_binary_names_its_commit_and_build_date() {
     let head = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().expect("git");
     let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
     assert_eq!(head.len(), 12, "the tests run in a git checkout");
     let kungfud = Path::new(env!("CARGO_BIN_EXE_kungfu")).with_file_name("kungfud");
-    for bin in [Path::new(env!("CARGO_BIN_EXE_kungfu")), kungfud.as_path()] {
+    let bench = Path::new(env!("CARGO_BIN_EXE_kungfu")).with_file_name("kungfu-bench");
+    for bin in [Path::new(env!("CARGO_BIN_EXE_kungfu")), kungfud.as_path(), bench.as_path()] {
         let out = Command::new(bin).arg("--version").output().expect("run --version");
         assert!(out.status.success(), "{} --version failed", bin.display());
         let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -709,6 +710,36 @@ fn both_binaries_name_their_commit_and_build_date() {
         let date = date.trim_end_matches(')');
         assert!(date.len() == 10 && date.starts_with("20") && date.as_bytes()[4] == b'-', "{line}");
     }
+}
+
+/// `kungfu bench …` is the benchmark harness, a program of its own: `kungfu` hands it every
+/// argument after `bench` untouched (`--json` given to `kungfu` goes first) and its exit status is
+/// the command's. Without a harness, the error names where it looked and how to build one.
+#[test]
+fn bench_hands_its_arguments_to_the_harness_and_a_missing_one_is_a_usage_error() {
+    let home = tempfile::tempdir().expect("tempdir");
+    // A stand-in harness that prints each argument on a line and exits 3.
+    let harness = home.path().join("kungfu-bench");
+    std::fs::write(&harness, "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done\nexit 3\n").expect("write");
+    std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_kungfu"))
+        .args(["--json", "bench", "compare", "--nodes", "1", "--writers", "1,4", "--help"])
+        .env("KUNGFU_BENCH", &harness)
+        .output()
+        .expect("run kungfu");
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let args: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    assert_eq!(args, ["--json", "compare", "--nodes", "1", "--writers", "1,4", "--help"]);
+
+    let missing = home.path().join("no-such-harness");
+    let out = Command::new(env!("CARGO_BIN_EXE_kungfu"))
+        .args(["bench", "write", "--writers", "4"])
+        .env("KUNGFU_BENCH", &missing)
+        .output()
+        .expect("run kungfu");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("KUNGFU_BENCH={}: no such file", missing.display())), "{stderr}");
 }
 
 /// Issue #16, deliverable 9: `kungfu completions SHELL` prints a script naming the subcommands;

@@ -43,9 +43,8 @@
 //!   receive ([`Client::recv`], [`coord::Mailbox`]), gather in rank order and its fold
 //!   ([`Client::gather`], [`Client::gather_and_combine`]), barrier and its wait
 //!   ([`Client::barrier`], [`Client::wait_barrier`]), broadcast ([`Client::broadcast`]).
-//! - [`fak`]: the fak envelopes (COORDINATION §5.10): our shared record to and from
-//!   `fak.shared-task.v1`, `-patch`, `-patch-result`, `-event`, `-artifact-ref` and `-task-journal`,
-//!   with their rev strings and digests over canonical JSON, for a fak adapter.
+//! - The fak envelopes (COORDINATION §5.10) are a room of their own, the `kungfu-fak` crate, built
+//!   on this SDK's messages.
 //! - [`error`]: [`Error`], the transport failures ([`Transport`], [`TransportKind`]) and [`Written`].
 //! - [`reduce`]: the gather reductions ([`reduce::combine`]: first, concat, vote, best-of,
 //!   all-reduce), pure folds of members' outputs. They read content, so they run here, in the
@@ -64,7 +63,6 @@ pub mod calls;
 pub mod client;
 pub mod coord;
 pub mod error;
-pub mod fak;
 pub mod record;
 pub mod reduce;
 pub mod topology;

@@ -61,6 +61,9 @@
 //!   and content on demand (§8, §9), applying the rules of `visibility`; unknown and unreadable are
 //!   the same `NOT_FOUND`. Each read is a pure function of a `&dyn StateRead` (and, where it needs
 //!   them, the limits and the time the read decides at); the node runs it on one snapshot.
+//! - [`watch`]: what the watch streams speak in domain terms: a turn's change sets and the cursor
+//!   a watcher resumes from ([`watch::turn_digest`]), batches of a thread's entries and of a
+//!   record's events; each door converts them for its wire.
 //! - [`state`], [`keys`], [`codec`]: the state interface, its key layout and the canonical encoding;
 //!   [`obligation_object`], the object an obligation belongs to. `state`: the `StateRead` trait
 //!   (get, ordered prefix scans both ways), the in-memory `MemState`, and the `Tx` overlay whose
@@ -110,6 +113,7 @@ pub mod state;
 pub mod testkit;
 pub mod validate;
 pub mod visibility;
+pub mod watch;
 
 pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewGrant, PostBody, Principal};
 pub use decide::actor_object;

@@ -453,3 +453,16 @@ impl World {
         }
     }
 }
+
+/// A turn item of a delivery owed on assignment `asg` in thread 1, arisen at `at` and due at
+/// 1,000 µs: what the watch tests build turns from.
+pub fn delivery_item(asg: u64, at: u64, next: kungfu_types::NextStep) -> read::TurnItem {
+    read::TurnItem {
+        obligation: ObligationId::AssignmentDelivery(AssignmentId(asg)),
+        kind: crate::model::ObligationKind::Delivery,
+        object: kungfu_types::ObjectRef::Thread(ThreadId(1)),
+        arose_at: Timestamp(at),
+        due_at: Some(Timestamp(1_000)),
+        next,
+    }
+}

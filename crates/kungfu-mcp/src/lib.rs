@@ -4,7 +4,9 @@
 //! A transport stays at its door: the door re-implements no protocol call. Each tool call is one
 //! gRPC call to a node's public API carrying the MCP request's bearer key, so authentication, the
 //! `kungfu-api` validating boundary, forwarding from followers, rate limits and rejection codes
-//! are exactly gRPC's, and both doors give the same answer to the same request.
+//! are exactly gRPC's, and both doors give the same answer to the same request. Inside a node the
+//! call goes to the node's own service stack in process, no socket between ([`Api::in_process`]);
+//! the stdio door (`kungfu mcp`) calls over a channel ([`Api::network`]).
 //!
 //! Invariant: no protocol rule and no protocol state here (what it holds, sessions and tasks, is the
 //! transport's, bounded and gone with its session); a tool call is exactly one call of the public
@@ -71,6 +73,7 @@ pub mod tasks;
 pub mod toolsets;
 pub mod waits;
 
+pub use call::Api;
 pub use door::{Door, WatchEvents, WatchFeed};
 pub use error::Error;
 pub use http::{HttpOptions, http_router};

@@ -17,7 +17,7 @@
 //!   timer that backs off from [`BARRIER_RECHECK_FIRST`] to [`BARRIER_RECHECK`] sees those, at
 //!   most once a second over a wait of at most [`WAIT_MAX_SECS`].
 
-use crate::call::{self, CALL_TIMEOUT, Caller};
+use crate::call::{self, Api, CALL_TIMEOUT, Caller};
 use crate::json;
 use crate::registry::{BARRIER_WAIT, TIMEOUT_SECS, TURN_WAIT, ToolKind, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, registry};
 use crate::result::{self, refusal};
@@ -30,7 +30,6 @@ use serde_json::{Value as Json, json};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 
 /// How soon a waiting barrier is first read again when no entry arrives; each quiet interval
 /// doubles the next, up to [`BARRIER_RECHECK`]. A handle often follows the barrier's post closely
@@ -77,7 +76,7 @@ enum Awaited {
 
 /// Reads what a long wait of `kind` waits on, with its arguments; `kind` is a long wait
 /// ([`ToolKind::waits`]).
-pub async fn start(kind: &ToolKind, api: &Channel, args: Option<&JsonObject>, caller: &Caller) -> Start {
+pub async fn start(kind: &ToolKind, api: &Api, args: Option<&JsonObject>, caller: &Caller) -> Start {
     let (timeout_secs, asked) = match checked(kind, args) {
         Ok(checked) => checked,
         Err(e) => return Start::Answer(result::rejection(&e.to_rejection(), None)),
@@ -156,7 +155,7 @@ impl Wait {
 
     /// Waits (until what it waits for happens, the time passes, or `cancel`) and answers with a
     /// fresh read.
-    pub async fn finish(&self, api: &Channel, caller: &Caller, cancel: &CancellationToken) -> CallToolResult {
+    pub async fn finish(&self, api: &Api, caller: &Caller, cancel: &CancellationToken) -> CallToolResult {
         let deadline = self.started + Duration::from_secs(self.timeout_secs);
         match &self.awaited {
             Awaited::Turn => {
@@ -213,7 +212,7 @@ impl Wait {
 // --- turn_wait ---
 
 /// The first page of the turn, through the same registry entry as `turn_get`.
-async fn get_turn(api: &Channel, caller: &Caller) -> Result<DynamicMessage, Rejection> {
+async fn get_turn(api: &Api, caller: &Caller) -> Result<DynamicMessage, Rejection> {
     let Some(ToolKind::Rpc(rpc)) = registry().get("turn_get").map(|t| &t.kind) else {
         unreachable!("turn_get is an RPC tool (the registry's tests pin it)")
     };
@@ -227,7 +226,7 @@ async fn get_turn(api: &Channel, caller: &Caller) -> Result<DynamicMessage, Reje
 /// cancels. A stream refused at the start (too many open watches, a bad key) is the answer.
 /// Returning drops the stream, which ends the watch on the node.
 async fn wait_for_turn_change(
-    api: &Channel,
+    api: &Api,
     caller: &Caller,
     deadline: Instant,
     cancel: &CancellationToken,
@@ -298,7 +297,7 @@ fn barrier_get() -> &'static crate::registry::Rpc {
 }
 
 /// The barrier as `barrier_get` reads it, with the same request.
-async fn get_barrier(api: &Channel, caller: &Caller, request: &DynamicMessage) -> Result<DynamicMessage, Rejection> {
+async fn get_barrier(api: &Api, caller: &Caller, request: &DynamicMessage) -> Result<DynamicMessage, Rejection> {
     let rpc = barrier_get();
     call::unary(api, rpc.path.clone(), rpc.method.output(), request.clone(), caller, CALL_TIMEOUT)
         .await
@@ -366,7 +365,7 @@ enum Woke {
 /// that cannot be opened or fails only leaves the timer to wake the wait (see the module comment).
 /// Returning drops the stream, which ends the watch on the node.
 async fn wait_for_barrier(
-    api: &Channel,
+    api: &Api,
     caller: &Caller,
     request: &DynamicMessage,
     mut barrier: DynamicMessage,
@@ -408,7 +407,7 @@ async fn wait_for_barrier(
 /// before `deadline` (too many open watches, a follower that serves no watch, a node that does not
 /// answer): the wait then re-reads on its timer alone, so the refusal is logged, not answered.
 async fn open_thread_watch(
-    api: &Channel,
+    api: &Api,
     caller: &Caller,
     barrier: &DynamicMessage,
     deadline: Instant,

@@ -11,7 +11,7 @@ use kungfu_api::pb::coord_service_server::{CoordService, CoordServiceServer};
 use kungfu_api::pb::turn_service_server::{TurnService, TurnServiceServer};
 use kungfu_api::pb::watch_service_server::{WatchService, WatchServiceServer};
 use kungfu_mcp::registry::registry;
-use kungfu_mcp::{Door, HttpOptions, TaskLimits, Toolsets, http_router};
+use kungfu_mcp::{Api, Door, HttpOptions, TaskLimits, Toolsets, http_router};
 use kungfu_types::{Code, Rejection};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
@@ -56,7 +56,8 @@ fn item(asg: &str) -> pb::TurnItem {
     }
 }
 
-/// What a registration carried of its client: `kungfu-client-addr` and `kungfu-door-token`.
+/// What a registration carried of its client: the address an in-process door hands over
+/// (`kungfu_api::ClientAddr`), and any `kungfu-client-addr` claim in its metadata.
 type SeenClient = (Option<String>, Option<String>);
 
 /// The one thread of the fake's barriers, and its entries read as barriers (COORDINATION §4.7):
@@ -178,7 +179,8 @@ impl AgentService for Node {
         // The key the door generated must arrive; the fake derives the agent key from it so the
         // test can see both ends agree.
         let meta = |name: &str| r.metadata().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let seen = (meta(kungfu_api::CLIENT_ADDR), meta(kungfu_api::DOOR_TOKEN));
+        let handed = r.extensions().get::<kungfu_api::ClientAddr>().map(|c| c.0.to_string());
+        let seen = (handed, meta(kungfu_api::CLIENT_ADDR));
         self.registrations.lock().expect("lock").push(seen);
         let key = &r.get_ref().idempotency_key;
         if key.is_empty() {
@@ -357,17 +359,18 @@ impl Drop for Harness {
 }
 
 async fn harness(max_body_bytes: usize) -> Harness {
-    harness_with(max_body_bytes, None).await
+    harness_with(max_body_bytes, false).await
 }
 
-/// [`harness`] with a door that vouches for its clients' addresses with `vouch`, served as a node
-/// serves it (with each connection's address).
-async fn harness_with(max_body_bytes: usize, vouch: Option<&str>) -> Harness {
-    harness_full(max_body_bytes, vouch, TaskLimits::default()).await
+/// [`harness`] with a door that calls the fake node over the network, or, with `in_process`, as a
+/// node's own door calls it: its service stack in this process. Served as a node serves it (with
+/// each connection's address).
+async fn harness_with(max_body_bytes: usize, in_process: bool) -> Harness {
+    harness_full(max_body_bytes, in_process, TaskLimits::default()).await
 }
 
 /// [`harness_with`] with a door whose MCP Tasks have `limits`.
-async fn harness_full(max_body_bytes: usize, vouch: Option<&str>, limits: TaskLimits) -> Harness {
+async fn harness_full(max_body_bytes: usize, in_process: bool, limits: TaskLimits) -> Harness {
     let stop = CancellationToken::new();
     let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
     let grpc = grpc_listener.local_addr().expect("addr");
@@ -381,11 +384,19 @@ async fn harness_full(max_body_bytes: usize, vouch: Option<&str>, limits: TaskLi
             .add_service(WatchServiceServer::new(node.clone()))
             .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), grpc_stop.cancelled_owned()),
     );
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}")).expect("uri").connect_lazy();
-    let mut door = Door::new(channel, None).with_task_limits(limits);
-    if let Some(token) = vouch {
-        door = door.vouching_for_clients(token.parse().expect("ascii token"));
-    }
+    let api = if in_process {
+        let mut routes = tonic::service::Routes::builder();
+        routes
+            .add_service(TurnServiceServer::new(node.clone()))
+            .add_service(AgentServiceServer::new(node.clone()))
+            .add_service(CoordServiceServer::new(node.clone()))
+            .add_service(WatchServiceServer::new(node.clone()));
+        Api::in_process(routes.routes())
+    } else {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}")).expect("uri").connect_lazy();
+        Api::network(channel)
+    };
+    let door = Door::new(api, None).with_task_limits(limits);
     let options = HttpOptions {
         allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()],
         allowed_origins: vec!["http://localhost:*".into()],
@@ -573,7 +584,7 @@ async fn turn_wait_answers_nothing_owed_when_the_wait_ends_empty() {
 async fn a_door_over_a_byte_stream_calls_with_its_default_key() {
     let h = harness(64 * 1024).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.grpc)).expect("uri").connect_lazy();
-    let door = Door::new(channel, Some(GOOD.to_string()));
+    let door = Door::new(Api::network(channel), Some(GOOD.to_string()));
     let (server_end, client_end) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
         if let Ok(running) = door.serve(tokio::io::split(server_end)).await {
@@ -810,7 +821,7 @@ async fn an_unreachable_node_is_logged_as_an_error() {
     // A port nothing listens on: bind one, then drop it.
     let addr = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("addr");
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).expect("uri").connect_lazy();
-    let door = Door::new(channel, Some(GOOD.to_string()));
+    let door = Door::new(Api::network(channel), Some(GOOD.to_string()));
     let (server_end, client_end) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
         if let Ok(running) = door.serve(tokio::io::split(server_end)).await {
@@ -897,7 +908,7 @@ fn stateless_register(key: &str) -> (String, String) {
 
 #[tokio::test]
 async fn a_door_inside_a_node_tells_it_the_address_each_client_connected_from() {
-    let h = harness_with(64 * 1024, Some("kf_dt_test")).await;
+    let h = harness_with(64 * 1024, true).await;
     for (source, key) in [("127.0.0.2", "from-2"), ("127.0.0.3", "from-3")] {
         let (extra, body) = stateless_register(key);
         let head = post_head(&h.mcp.to_string(), &extra, body.len());
@@ -905,10 +916,11 @@ async fn a_door_inside_a_node_tells_it_the_address_each_client_connected_from() 
         assert!(answer.contains(&format!("kf_for_{key}")), "{answer}");
     }
     let seen = h.node.registrations.lock().expect("lock").clone();
-    let vouched = |ip: &str| (Some(ip.to_string()), Some("kf_dt_test".to_string()));
-    assert_eq!(seen, vec![vouched("127.0.0.2"), vouched("127.0.0.3")], "each call names its own client");
+    let handed = |ip: &str| (Some(ip.to_string()), None);
+    assert_eq!(seen, vec![handed("127.0.0.2"), handed("127.0.0.3")], "each call names its own client");
 
-    // A door that does not vouch (the stdio door, a door outside a node) claims nothing.
+    // A door that calls over the network (the stdio door, a door outside a node) claims nothing:
+    // the address stays in the door's process.
     let plain = harness(64 * 1024).await;
     let (extra, body) = stateless_register("plain");
     let head = post_head(&plain.mcp.to_string(), &extra, body.len());
@@ -1178,7 +1190,7 @@ async fn a_turn_wait_that_answers_at_once_is_answered_inline_even_for_a_tasks_ho
 #[tokio::test]
 async fn past_the_working_limit_a_turn_wait_task_is_refused_with_limit_exceeded() {
     let limits = TaskLimits { max_working_per_owner: 1, ..TaskLimits::default() };
-    let h = harness_full(1 << 20, None, limits).await;
+    let h = harness_full(1 << 20, false, limits).await;
     let c = tasks_client(&h, IDLE, stateless()).await;
     let first = wait_task(&c).await;
     let e = mcp_error(call_once(&c, "turn_wait", json!({})).await.expect_err("over the limit"));

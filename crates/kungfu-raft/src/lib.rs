@@ -136,7 +136,7 @@ pub mod pb {
 }
 
 pub use network::NetConfig;
-pub use node::{NodeConfig, Proposed, RaftNode, RaftTuning, StartError, WriteError};
+pub use node::{Lead, NodeConfig, Proposed, RaftNode, RaftTuning, StartError, WriteError};
 pub use state_machine::ApplyGate;
 pub use state_machine::Raft;
 pub use types::{Node, NodeId, Request, Response, TypeConfig};

@@ -148,6 +148,21 @@ pub enum StartError {
     Raft(String),
 }
 
+/// Proof that this node passed the leadership gate ([`RaftNode::lead`]): it led in `term` with
+/// its state caught up, every entry of earlier terms applied (L5). Only `lead` makes one; what
+/// decides from the state after the gate checks that it still holds ([`RaftNode::still_leads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lead {
+    term: u64,
+}
+
+impl Lead {
+    /// The term this node led in when it passed the gate.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+}
+
 /// Why a write was not acknowledged. Only `NotLeader` and `NotCaughtUp` are definite: an
 /// indeterminate write may or may not have been applied, so callers retry with the same
 /// idempotency key and get the original receipt if it was (L3).
@@ -398,7 +413,7 @@ impl RaftNode {
     async fn enqueue(&self, req: Request) -> Result<Proposed, WriteError> {
         let (responder, rx) = openraft::impls::ProgressResponder::complete_only();
         self.raft
-            .client_write_ff(Payload { group: SHARD, request: req }, Some(responder))
+            .client_write_ff(Payload { group: self.group(), request: req }, Some(responder))
             .await
             .map_err(|f| WriteError::Fatal(f.to_string()))?;
         Ok(Proposed { rx, me: self.id, span: tracing::Span::none() })
@@ -468,7 +483,7 @@ impl RaftNode {
     }
 
     async fn propose(&self, req: Request) -> Result<(Response, LogId), WriteError> {
-        match self.raft.client_write(Payload { group: SHARD, request: req }).await {
+        match self.raft.client_write(Payload { group: self.group(), request: req }).await {
             Ok(r) => Ok((r.data, r.log_id)),
             Err(e) => Err(classify(self.id, e)),
         }
@@ -585,6 +600,12 @@ impl RaftNode {
         self.raft.metrics().borrow_watched().current_term
     }
 
+    /// The raft group this node's log orders: what its watch cursors and batches name. One
+    /// group per node today (`docs/scaling.md`).
+    pub fn group(&self) -> kungfu_types::GroupId {
+        SHARD
+    }
+
     /// Whether this node is the leader now: its raft state is Leader of the vote it reports.
     pub fn is_leader(&self) -> bool {
         // On every call's path: no copy of the metrics, the guard is dropped at once.
@@ -597,15 +618,25 @@ impl RaftNode {
     /// for its state: until then its state may lack acknowledged writes, and a decision taken from
     /// it (a definite rejection, a time stamp) could contradict them (L5, §9; issue #12).
     pub fn leads_caught_up(&self) -> bool {
-        caught_up_in(&self.raft.metrics().borrow_watched(), self.id)
+        self.leading().is_some()
     }
 
-    /// Waits, at most `timeout`, until [`RaftNode::leads_caught_up`]. A node that does not lead is
-    /// answered `NotLeader` at once (with the leader it knows); one still applying when the time is
-    /// up is answered `Indeterminate`. Nothing was proposed either way.
-    pub async fn until_caught_up(&self, timeout: Duration) -> Result<(), WriteError> {
-        if self.leads_caught_up() {
-            return Ok(());
+    /// The proof of [`RaftNode::leads_caught_up`] now, naming the term it holds for.
+    fn leading(&self) -> Option<Lead> {
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
+        caught_up_in(&m, self.id).then_some(Lead { term: m.current_term })
+    }
+
+    /// The leadership gate of a write (L5): waits, at most `timeout`, until this node leads with
+    /// its state caught up, and returns the proof, which names the term. A node that does not lead
+    /// is answered `NotLeader` at once (with the leader it knows); one still applying when the
+    /// time is up is answered `NotCaughtUp`. Nothing was proposed either way. Right after an
+    /// election this waits for the new term's first entry to apply; afterwards it is one metrics
+    /// reading.
+    pub async fn lead(&self, timeout: Duration) -> Result<Lead, WriteError> {
+        if let Some(lead) = self.leading() {
+            return Ok(lead);
         }
         let me = self.id;
         let waited = self
@@ -614,12 +645,23 @@ impl RaftNode {
             .metrics(|m| leader_in(m) != Some(me) || caught_up_in(m, me), "leader applies its own term")
             .await;
         match waited {
-            Ok(_) if self.leads_caught_up() => Ok(()),
-            Ok(_) => Err(WriteError::NotLeader { leader: self.leader_elsewhere() }),
+            Ok(_) => self.leading().ok_or_else(|| WriteError::NotLeader { leader: self.leader_elsewhere() }),
             Err(e) => Err(WriteError::NotCaughtUp(format!(
                 "node {me} was elected but has not yet applied the entries before its term ({e}); retry shortly"
             ))),
         }
+    }
+
+    /// Whether the proof of an earlier [`RaftNode::lead`] still holds: this node leads, caught
+    /// up, in the same term. A leader that lost the lead and won it again in a later term may lack
+    /// that term's entries, so it must pass the gate again before it decides from its state.
+    pub fn still_leads(&self, lead: Lead) -> bool {
+        self.leading() == Some(lead)
+    }
+
+    /// [`RaftNode::lead`], for callers that need no proof.
+    pub async fn until_caught_up(&self, timeout: Duration) -> Result<(), WriteError> {
+        self.lead(timeout).await.map(|_| ())
     }
 
     /// The largest command time applied so far (a leader stamps later ones).

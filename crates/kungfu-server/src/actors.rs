@@ -19,6 +19,7 @@
 
 use crate::config::ActorSettings;
 use kungfu_core::Command;
+use kungfu_raft::Lead;
 use kungfu_types::{Code, Micros, ObjectRef, Rejection};
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, rpc::CallResult};
 use std::collections::HashMap;
@@ -40,8 +41,9 @@ pub type Outcome = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Wri
 /// actors serialize actions, the service layer decides and proposes them. A trait, so the actors
 /// depend on what they call and not on the layer that owns them.
 pub trait Proposer: Send + Sync + 'static {
-    /// The answer of a command that needs no log write (a refusal, a replay), or None.
-    fn precheck(&self, cmd: &Command) -> Option<Result<Written, Rejection>>;
+    /// The answer of a command that needs no log write (a refusal, a replay), or None; decided
+    /// only while `lead`, the proof of the write's leadership gate, still holds.
+    fn precheck(&self, lead: Lead, cmd: &Command) -> Option<Result<Written, Rejection>>;
 
     /// Hands `cmd` to raft, in order with this node's other proposals; an error means nothing
     /// was proposed.
@@ -53,7 +55,7 @@ pub trait Proposer: Send + Sync + 'static {
 
 /// The one message of an object actor.
 pub enum ObjMsg {
-    Submit { cmd: Command, reply: RpcReplyPort<Answer> },
+    Submit { lead: Lead, cmd: Command, reply: RpcReplyPort<Answer> },
 }
 
 /// What an object's actor answers a submitted action with.
@@ -164,13 +166,13 @@ impl Actor for ObjectActor {
         state: &mut ObjState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ObjMsg::Submit { cmd, reply } => {
+            ObjMsg::Submit { lead, cmd, reply } => {
                 // Waits while `max_in_flight` actions of this object are in flight: the mailbox
                 // holds the rest (bounded by `max_pending`).
                 let permit = state.in_flight.clone().acquire_owned().await?;
                 let alone = state.in_flight.available_permits() + 1 == state.max_in_flight;
                 let slot = Slot { _permit: permit };
-                let prechecked = if alone { state.backend.precheck(&cmd) } else { None };
+                let prechecked = if alone { state.backend.precheck(lead, &cmd) } else { None };
                 let answer = match prechecked {
                     Some(result) => {
                         drop(slot);
@@ -253,7 +255,13 @@ impl Actors {
     }
 
     /// Runs `cmd` through the actor of `object`, spawning it if needed.
-    pub async fn dispatch(&self, b: Arc<dyn Proposer>, object: ObjectRef, cmd: Command) -> Result<Written, Rejection> {
+    pub async fn dispatch(
+        &self,
+        b: Arc<dyn Proposer>,
+        object: ObjectRef,
+        lead: Lead,
+        cmd: Command,
+    ) -> Result<Written, Rejection> {
         let (actor, pending) = match self.lookup(&object) {
             Some(found) => found,
             None => {
@@ -295,7 +303,7 @@ impl Actors {
                     .with_retry_after(Micros::from_millis(100));
             return Err(r);
         }
-        let answer = match actor.call(|reply| ObjMsg::Submit { cmd, reply }, None).await {
+        let answer = match actor.call(|reply| ObjMsg::Submit { lead, cmd, reply }, None).await {
             Ok(CallResult::Success(Answer::Now(r))) => r,
             Ok(CallResult::Success(Answer::Later(in_flight))) => in_flight.await,
             // The actor stopped or failed with the action queued or in flight: it may or may not

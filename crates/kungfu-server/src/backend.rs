@@ -10,7 +10,7 @@ use crate::credentials::{Caller, Consistency, Credentials, Operator};
 use kungfu_api::KeyedAction;
 use kungfu_core::read::ReadError;
 use kungfu_core::{Command, Limits, Principal, Receipt, StateExt, StateRead};
-use kungfu_raft::{RaftNode, Response, WriteError};
+use kungfu_raft::{Lead, RaftNode, Response, WriteError};
 use kungfu_types::{AgentId, Code, Rejection, Timestamp};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,10 +36,6 @@ pub struct Backend {
     /// Whether a deadline scheduler runs for this node, and the term whose deadlines it has armed:
     /// a new leader serves its first write only once its timers are armed (DESIGN §4).
     pub timers: tokio::sync::watch::Sender<Timers>,
-    /// This process's door token: the node's own MCP door sends it with the address of its client
-    /// (`grpc::client_addr`). Random per process; None only when the system had no randomness
-    /// (the door then does not vouch, and its clients count as loopback).
-    pub door_token: Option<String>,
 }
 
 /// The deadline scheduler's progress, as the write path waits on it.
@@ -89,15 +85,8 @@ impl Backend {
         let rate = crate::ratelimit::RateLimits::new(&config.rate_limits);
         let actors = Arc::new(crate::actors::Actors::new(config.actors.clone()));
         let timers = tokio::sync::watch::channel(Timers::default()).0;
-        let door_token = match crate::secrets::generate(crate::secrets::DOOR_TOKEN_PREFIX) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                tracing::warn!(error = %e, "no door token (no randomness): MCP clients count as one loopback address");
-                None
-            }
-        };
         let agent_keys = quick_cache::sync::Cache::new(AGENT_KEYS_CACHED);
-        Backend { node, config, rate, agent_keys, actors, timers, door_token }
+        Backend { node, config, rate, agent_keys, actors, timers }
     }
 
     /// The answer to a call that reached a node that does not lead: nothing happened. It names
@@ -144,15 +133,13 @@ impl Backend {
         refuse(Rejection::new(Code::NotLeader, named(id, &node.api)).with_leader(node.api))
     }
 
-    fn not_leader(&self) -> Rejection {
-        self.not_leader_hinted(None)
-    }
-
     /// Authenticates the caller by its bearer credential, an agent key (`kf_ag_…`). Deactivated
     /// agents still authenticate: reads do not require activity (§4); the core refuses their
-    /// actions. Only the leader answers (a follower says where the leader is), and a key this node
-    /// does not know yet is looked up again after a read-index round, so an agent registered a
-    /// moment ago on another leader is never refused for this node's lag.
+    /// actions. Authentication is no leadership gate (a read's gate is its read index, a write's
+    /// is [`Backend::lead`]); but a key this node does not know yet is looked up again after a
+    /// read-index round, so an agent registered a moment ago on another leader is never refused
+    /// for this node's lag (a follower learns there that it does not lead, and says where the
+    /// leader is).
     pub async fn authenticate(&self, c: &Credentials) -> Result<Caller, Rejection> {
         let agent = self.identify(c).await?;
         self.rate.read(agent.0).map_err(refuse)?;
@@ -198,9 +185,6 @@ impl Backend {
             // A stale read is served by any node from what it has applied.
             return lookup()?
                 .ok_or_else(|| status(Code::Unauthenticated, "unknown agent key (on this node, for a stale read)"));
-        }
-        if !self.node.is_leader() {
-            return Err(self.not_leader());
         }
         if let Some(agent) = lookup()? {
             return Ok(agent);
@@ -289,17 +273,24 @@ impl Backend {
         }
     }
 
-    /// Waits until this leader's state holds every entry of earlier terms, so nothing it decides
-    /// or stamps can contradict what an earlier leader acknowledged: a pre-check of a new leader
-    /// that had not yet applied an acknowledged join would refuse the member `NOT_MEMBER` for good,
-    /// and a stamp taken from its applied time could fall behind a committed one (L5, §9). Right
-    /// after an election this waits for the new term's first entry to apply; afterwards it is one
-    /// metrics reading.
-    async fn caught_up(&self) -> Result<(), Rejection> {
+    /// The leadership gate of a write, passed once per write (L5, DESIGN §4): this node leads,
+    /// its state holds every entry of earlier terms, and its deadline scheduler has armed this
+    /// term's timers. Nothing it decides or stamps can then contradict what an earlier leader
+    /// acknowledged: a pre-check of a new leader that had not yet applied an acknowledged join
+    /// would refuse the member `NOT_MEMBER` for good, and a stamp taken from its applied time could
+    /// fall behind a committed one (§9). Right after an election this waits for the new term's
+    /// first entry to apply; afterwards it is one metrics reading. What decides from the state
+    /// after the gate (the pre-check) checks that the proof still holds
+    /// (`RaftNode::still_leads`) instead of asking again. Authentication checks no leadership of
+    /// its own: a read's gate is its read index, a write's is this.
+    pub async fn lead(&self) -> Result<Lead, Rejection> {
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
         let started = std::time::Instant::now();
-        match self.node.until_caught_up(timeout).await {
-            Ok(()) => self.timers_armed(timeout.saturating_sub(started.elapsed())).await,
+        match self.node.lead(timeout).await {
+            Ok(lead) => {
+                self.timers_armed(lead, timeout.saturating_sub(started.elapsed())).await?;
+                Ok(lead)
+            }
             Err(WriteError::NotLeader { leader }) => Err(self.not_leader_hinted(leader)),
             Err(e) => {
                 let mut r = Rejection::new(Code::Unavailable, format!("{e}; nothing was done"))
@@ -310,11 +301,12 @@ impl Backend {
         }
     }
 
-    /// Waits, at most `timeout`, until the deadline scheduler has armed this term's timers (DESIGN
-    /// §4: a new leader arms its timers before it serves its first write), so no deadline of the
-    /// due index waits for a timer while this leader already answers writes. One reading once armed.
-    async fn timers_armed(&self, timeout: Duration) -> Result<(), Rejection> {
-        let term = self.node.term();
+    /// Waits, at most `timeout`, until the deadline scheduler has armed the timers of `lead`'s
+    /// term (DESIGN §4: a new leader arms its timers before it serves its first write), so no
+    /// deadline of the due index waits for a timer while this leader already answers writes. One
+    /// reading once armed.
+    async fn timers_armed(&self, lead: Lead, timeout: Duration) -> Result<(), Rejection> {
+        let term = lead.term();
         let armed = |t: &Timers| !t.scheduling || t.armed_term >= term;
         if armed(&self.timers.borrow()) {
             return Ok(());
@@ -337,11 +329,8 @@ impl Backend {
     /// Replicates a command and answers from its applied result. An action on one Thread or Task
     /// goes through that object's actor, which serializes and pre-checks it.
     pub async fn submit(self: &Arc<Self>, principal: Principal, keyed: KeyedAction) -> Result<Written, Rejection> {
-        if !self.node.is_leader() {
-            return Err(self.not_leader());
-        }
         // L5: stamp and pre-check only from a state that holds everything acknowledged.
-        self.caught_up().await?;
+        let lead = self.lead().await?;
         let mut key = keyed.key;
         // The pre-check decides at the time the stamp would have now; the proposal is stamped
         // again, in log order (`RaftNode::propose_stamped`, L5).
@@ -375,13 +364,13 @@ impl Backend {
         );
         let run = async {
             match object {
-                Some(object) => self.actors.dispatch(self.clone(), object, cmd).await,
+                Some(object) => self.actors.dispatch(self.clone(), object, lead, cmd).await,
                 // An action on no one object (a new Memory or thread, a join whose grant names no
                 // thread, a registration) is pre-checked here, as an actor pre-checks its own: a
                 // definite refusal or a replay costs no log write (DESIGN §3, issue #16). Its
                 // state is what every acknowledged action left (the leader has caught up), so a
                 // refusal decided from it is a legal serial order (L5).
-                None => match self.precheck(&cmd) {
+                None => match self.precheck(lead, &cmd) {
                     Some(answer) => answer,
                     None => self.submit_command(cmd).await,
                 },
@@ -398,10 +387,10 @@ impl Backend {
     /// Decides `cmd` against one snapshot without writing anything. Returns the answer when no log
     /// write is needed: a definite rejection, or the stored receipt of a replayed request (L3).
     /// Otherwise None: the command must go through raft, where apply decides again.
-    pub fn precheck(&self, cmd: &Command) -> Option<Result<Written, Rejection>> {
-        // L5: a leader whose state lacks entries of earlier terms (it lost and regained the lead
-        // since `submit` checked) decides nothing from it; apply will.
-        if !self.node.leads_caught_up() {
+    pub fn precheck(&self, lead: Lead, cmd: &Command) -> Option<Result<Written, Rejection>> {
+        // L5: a leader whose state may lack entries of earlier terms (it lost the lead since it
+        // passed the gate, and perhaps won it again) decides nothing from it; apply will.
+        if !self.node.still_leads(lead) {
             return None;
         }
         let limits = self.limits();
@@ -429,11 +418,9 @@ impl Backend {
         &self,
         actions: Vec<kungfu_core::Action>,
     ) -> Result<Vec<Result<Receipt, Rejection>>, WriteError> {
-        if !self.node.is_leader() {
-            return Err(WriteError::NotLeader { leader: self.node.leader_elsewhere() });
-        }
         let timeout = Duration::from_millis(self.config.api.write_timeout_ms);
-        self.node.until_caught_up(timeout).await?;
+        // The gate of the scheduler's writes: the scheduler arms the timers, so it waits for none.
+        self.node.lead(timeout).await?;
         let early = crate::canary::armed("early-deadlines");
         let n = actions.len();
         let cmds: Vec<Command> =
@@ -576,8 +563,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Proposer for Backend {
-    fn precheck(&self, cmd: &Command) -> Option<Result<Written, Rejection>> {
-        Backend::precheck(self, cmd)
+    fn precheck(&self, lead: Lead, cmd: &Command) -> Option<Result<Written, Rejection>> {
+        Backend::precheck(self, lead, cmd)
     }
 
     // Boxed: the proposal's future (the stamp lock, the send into raft's queue) is large.

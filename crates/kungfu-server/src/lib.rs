@@ -4,11 +4,12 @@
 //! Invariants: it never decides a protocol rule; every write goes through raft and the core. A
 //! transport stays at its door: the service layer ([`backend`], [`reads`], [`actors`], [`admin`],
 //! [`watch`]) names no tonic type and answers in domain types and `Rejection`, so every door gives
-//! the same answer and code for the same request; the operator calls and the watch streams build the
-//! API's generated messages (`kungfu_api::pb`, prost types) for their answers. Outside [`grpc`],
-//! tonic appears only as a client: the MCP door's channel to this node's own API ([`http`]), the
-//! console's channels to the other members ([`console`]), and the OTLP exporter's transport
-//! ([`telemetry`]). It reads storage only through `kungfu-storage`'s and `kungfu-raft`'s own API.
+//! the same answer and code for the same request; the watch streams speak domain events
+//! (`kungfu_core::watch`) that each door converts, and only the operator calls build the API's
+//! generated messages (`kungfu_api::pb`, prost types) for their answers. Outside [`grpc`], tonic
+//! appears only as a client: the console's channels to the other members ([`console`]) and the
+//! OTLP exporter's transport ([`telemetry`]); the MCP door ([`http`]) calls the API's service stack
+//! in process. It reads storage only through `kungfu-storage`'s and `kungfu-raft`'s own API.
 //! As leader it stamps, pre-checks and serves writes only once it has applied its own term and
 //! armed its deadline timers (L5, DESIGN §4). The console only reads (a tool that writes is refused
 //! before it is sent) and puts participant content into its page as text only (`textContent`,
@@ -88,9 +89,9 @@
 //!     authenticate, convert once, call, convert the answer); `grpc/admin.rs`: `AdminService`;
 //!     `grpc/watch.rs`: `WatchService` relaying `Events` as a stream.
 //!   - `grpc/client_addr.rs`: the outermost tower layer but for `grpc/trace.rs`: the client's address
-//!     for per-address limits (L4), believing a claimed `kungfu-client-addr` only with this
-//!     process's door token (the MCP door) or on a forwarded call from a member's address, else the
-//!     connection's; it strips the token and passes the settled address on.
+//!     for per-address limits (L4): the one an in-process door (MCP, the console) hands over as a
+//!     request extension, else a claimed `kungfu-client-addr` only on a forwarded call from a
+//!     member's address, else the connection's; it passes the settled address on.
 //!   - `grpc/trace.rs`: the outermost tower layer with telemetry on: each call in a `grpc.request`
 //!     span continuing the caller's `traceparent`.
 //!   - `grpc/forward.rs`: a tower layer in front of the public services: on a follower, forwards
@@ -119,11 +120,11 @@
 //!   open to loopback clients or guarded by the operator token (`console.cluster_view`). All check
 //!   `Host` and `Origin` with the MCP door's lists (`kungfu_mcp::http::admits`) and answer `no-store`.
 //! - [`http`]: the HTTP listener (`http_listen`), where the MCP door (`kungfu-mcp`) is mounted at
-//!   `/mcp` as a client of this node's own API, with axum (and the console at `/ui/`). The door's
-//!   gRPC channel goes to `api_listen` over loopback, so MCP calls pass the gRPC door's
-//!   authentication, forwarding, limits and codes unchanged; it vouches for each client's address
-//!   (`ConnectInfo`) with the node's door token, so per-address limits see the MCP client, not
-//!   loopback. Beside it the probes: `/healthz` (alive) and `/readyz` (200 or 503 with the reason,
+//!   `/mcp` as a client of this node's own API, with axum (and the console at `/ui/`). The door
+//!   calls the API's service stack (`grpc::ApiStack`) in process, no socket between, so MCP calls
+//!   pass the gRPC door's layers, authentication, forwarding, limits and codes unchanged; it hands
+//!   over each client's address (`ConnectInfo`) with the call, so per-address limits see the MCP
+//!   client. Beside it the probes: `/healthz` (alive) and `/readyz` (200 or 503 with the reason,
 //!   from `Backend::readiness`), and `/metrics`.
 //! - [`metrics`]: Prometheus metrics, on by default (actions, refusals, raft, actors, process, disk, build):
 //!   one process-wide recorder, every family described (`# HELP`, checked by `promtool` in

@@ -10,8 +10,6 @@ pub fn generate(prefix: &str) -> Result<String, getrandom::Error> {
 
 pub const AGENT_KEY_PREFIX: &str = "kf_ag_";
 pub const GRANT_PREFIX: &str = "kf_gr_";
-/// The per-process token of a node's own doors (`grpc::client_addr`); never leaves the node.
-pub const DOOR_TOKEN_PREFIX: &str = "kf_dt_";
 
 /// A new secret, and what the core may know of it (its hash and fingerprint).
 pub fn issue(prefix: &str) -> Result<(String, kungfu_api::SecretMaterial), kungfu_types::Rejection> {

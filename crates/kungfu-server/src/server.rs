@@ -167,7 +167,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     };
     let listener = tokio::net::TcpListener::bind(config.api_listen).await?;
     let api = listener.local_addr()?;
-    // The MCP door on the HTTP listener, a client of this node's own API (http.rs). Bound before
+    // One service stack for the API listener and the node's own HTTP doors (grpc::ApiStack).
+    let stack = crate::grpc::ApiStack::new(&backend, watches.clone())?;
+    // The MCP door on the HTTP listener, a client of this node's own API in process (http.rs). Bound before
     // the start-up line, so a port in use stops the start naming the setting.
     let http = match config.http_listen {
         Some(addr) => {
@@ -186,15 +188,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 mcp = %url,
                 "serving the public API at {api}; MCP at {url}; metrics at http://{http_at}/metrics, probes at /healthz and /readyz{console}"
             );
-            let (config, stop, b) = (config.clone(), http_stop.clone(), backend.clone());
-            Some(tokio::spawn(async move { crate::http::serve(&config, api, b, http_listener, stop).await }))
+            let (config, stop, b, door_api) = (config.clone(), http_stop.clone(), backend.clone(), stack.in_process());
+            Some(tokio::spawn(async move { crate::http::serve(&config, door_api, b, http_listener, stop).await }))
         }
         None => {
             tracing::info!(api = %api, "serving the public API at {api}; no MCP (http_listen is not set)");
             None
         }
     };
-    let serve = crate::grpc::serve(backend.clone(), watches, listener, shutdown);
+    let serve = crate::grpc::serve(backend.clone(), stack, listener, shutdown);
     // Graceful shutdown waits for open connections to finish, and an idle client keeps its
     // connection open: after SHUTDOWN_GRACE the remaining connections are dropped, so a node always
     // stops within a bound.

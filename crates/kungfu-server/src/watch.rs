@@ -1,12 +1,14 @@
-//! Watch streams (DESIGN §10; on gRPC `kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`): the
-//! caller's turn as a replica it keeps, a thread's entries after a sequence number, and a shared
-//! record's events after a rev (COORDINATION §5.8). They only
-//! speed work up (§8: correct recovery never depends on them): every event is a pure read of the
-//! core on one snapshot, the same reads GetTurn and Timeline answer from.
+//! Watch streams (DESIGN §10): the caller's turn as a replica it keeps, a thread's entries after a
+//! sequence number, and a shared record's events after a rev (COORDINATION §5.8). They only speed
+//! work up (§8: correct recovery never depends on them): every event is a pure read of the core on
+//! one snapshot, the same reads GetTurn and Timeline answer from. The events are domain values
+//! (`kungfu_core::watch`: a turn change with its cursor, a batch of entries, a batch of record
+//! events, each naming this node's raft group); each door converts them for its wire (gRPC
+//! `kungfu.v1.WatchService` in `grpc/watch.rs`).
 //!
 //! How a stream runs:
-//! - The call is authenticated like every other ([`Backend::authenticate`]: leader only), then one
-//!   linearizable read round makes the first event reflect every write acknowledged before the call.
+//! - The call is authenticated like every other ([`Backend::authenticate`]), then its gate, one
+//!   linearizable read round, makes the first event reflect every write acknowledged before the call.
 //!   Refusals of that first read (NOT_FOUND for a non-member) are the call's answer.
 //! - One task per stream feeds a bounded channel ([`STREAM_BUFFER`]) of events that the door
 //!   drains ([`Events`]); a stream that ends with a refusal sends it last, as a [`Rejection`]. The task
@@ -36,13 +38,12 @@
 
 use crate::backend::{Backend, refuse};
 use crate::credentials::Caller;
-use kungfu_api::pb;
-use kungfu_api::watch::{self as wire, ThreadWatchQuery, TurnCursor, TurnDelta};
+use kungfu_api::watch::ThreadWatchQuery;
 use kungfu_core::coord::read as coord;
 use kungfu_core::model::{Entry, ObligationId};
 use kungfu_core::read::{self, ReadError, TurnItem};
+use kungfu_core::watch::{ThreadBatch, TurnChange, TurnCursor, TurnDelta, turn_digest};
 use kungfu_core::{Limits, StateExt};
-use kungfu_storage::SHARD;
 use kungfu_types::{AgentId, Code, EntrySeq, Micros, ObjectRef, Rejection, ThreadId, Timestamp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -56,8 +57,6 @@ pub const STREAM_BUFFER: usize = 64;
 /// A turn watch follows at most this many obligations; a larger turn ends the stream with
 /// LIMIT_EXCEEDED (GetTurn pages through any size).
 pub const MAX_WATCHED_TURN: usize = 10_000;
-/// Most items (upserted plus removed) in one turn event.
-const TURN_EVENT_ITEMS: usize = 100;
 
 /// The events of one open stream, in order; a stream that ends with a refusal sends it last. The
 /// stream ends when the channel closes (after a refusal, or with nothing more when a watched thread
@@ -426,36 +425,29 @@ fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<Turn
     items.map(|items| (applied, items)).map_err(|e| read_rejection(&e))
 }
 
-/// Sends a change set, in parts when large.
-async fn send_turn(feed: &mut Feed<pb::TurnEvent>, delta: TurnDelta, cursor: &TurnCursor) -> Result<(), End> {
-    for event in delta.into_events(cursor, TURN_EVENT_ITEMS) {
-        feed.send(event).await?;
-    }
-    Ok(())
-}
-
 async fn run_turn(
-    feed: &mut Feed<pb::TurnEvent>,
+    feed: &mut Feed<TurnChange>,
     me: AgentId,
     limits: Limits,
     first: TurnDelta,
     cursor: TurnCursor,
     mut sent: BTreeMap<ObligationId, TurnItem>,
 ) -> Result<(), End> {
-    send_turn(feed, first, &cursor).await?;
+    let group = cursor.group;
     let mut digest = cursor.digest;
+    feed.send(TurnChange { delta: first, cursor }).await?;
     loop {
         feed.wait(until_next_wait(&sent, feed.b.node.clock.now())).await?;
         feed.check().map_err(End::Refused)?;
         let (applied, items) = read_turn(&feed.b, me, &limits).map_err(End::Refused)?;
-        let now = wire::turn_digest(me, &items);
+        let now = turn_digest(me, &items);
         if now == digest {
             continue;
         }
         let delta = TurnDelta::between(&sent, &items);
-        wire::apply_delta(&mut sent, &delta);
+        delta.apply_to(&mut sent);
         digest = now;
-        send_turn(feed, delta, &TurnCursor { group: SHARD, applied_index: applied, digest }).await?;
+        feed.send(TurnChange { delta, cursor: TurnCursor { group, applied_index: applied, digest } }).await?;
     }
 }
 
@@ -500,7 +492,7 @@ fn read_batch(
 }
 
 async fn run_thread(
-    feed: &mut Feed<pb::ThreadEvent>,
+    feed: &mut Feed<ThreadBatch>,
     me: AgentId,
     thread: ThreadId,
     mut after: Option<EntrySeq>,
@@ -509,12 +501,14 @@ async fn run_thread(
     mut batch: Batch,
 ) -> Result<(), End> {
     let page = limits.page_size(page_size);
+    let group = feed.b.node.group();
     loop {
+        let n = batch.entries.len();
         if let Some(last) = batch.entries.last() {
             after = Some(last.seq);
-            feed.send(wire::thread_event(&batch.entries, SHARD, batch.applied)).await?;
+            feed.send(ThreadBatch { group, applied_index: batch.applied, entries: batch.entries }).await?;
         }
-        if batch.entries.len() < page {
+        if n < page {
             if batch.closed {
                 return Err(End::Closed);
             }
@@ -566,13 +560,14 @@ fn read_record_batch(
 }
 
 async fn run_record(
-    feed: &mut Feed<pb::RecordEventBatch>,
+    feed: &mut Feed<kungfu_core::watch::RecordBatch>,
     me: AgentId,
     q: RecordWatchQuery,
     limits: Limits,
     mut batch: RecordBatch,
 ) -> Result<(), End> {
     let page = limits.page_size(q.page_size);
+    let group = feed.b.node.group();
     let mut after = q.after_rev;
     loop {
         let n = batch.events.events.len();
@@ -580,8 +575,8 @@ async fn run_record(
             // Revs are dense and listed in order, redacted ones included: resuming after the last
             // one sent is exact.
             after = batch.events.next_after_rev;
-            let events = batch.events.events.iter().map(pb::RecordEvent::from).collect();
-            feed.send(pb::RecordEventBatch { events, applied_index: batch.applied, group: u32::from(SHARD.0) }).await?;
+            let events = batch.events.events;
+            feed.send(kungfu_core::watch::RecordBatch { group, applied_index: batch.applied, events }).await?;
         }
         if n < page {
             if batch.closed {
@@ -603,19 +598,20 @@ impl Watches {
         &self,
         caller: &Caller,
         resume: Option<TurnCursor>,
-    ) -> Result<Events<pb::TurnEvent>, Rejection> {
+    ) -> Result<Events<TurnChange>, Rejection> {
         let me = caller.agent;
         let (mut feed, limits, rx) = self.open(me, Interest::Turn(me)).await?;
         let (applied, items) = read_turn(&self.b, me, &limits)?;
-        let digest = wire::turn_digest(me, &items);
+        let digest = turn_digest(me, &items);
+        let group = self.b.node.group();
         let first = match resume {
             // The client holds exactly this turn: confirm it with a new cursor, resend nothing.
             // A cursor of another group (issue #19) never describes this group's turn.
-            Some(c) if c.confirms(SHARD, &digest) => TurnDelta::default(),
+            Some(c) if c.confirms(group, &digest) => TurnDelta::default(),
             _ => TurnDelta::reset(&items),
         };
         let sent = items.into_iter().map(|i| (i.obligation, i)).collect();
-        let cursor = TurnCursor { group: SHARD, applied_index: applied, digest };
+        let cursor = TurnCursor { group, applied_index: applied, digest };
         tokio::spawn(async move {
             let end = run_turn(&mut feed, me, limits, first, cursor, sent).await.err().unwrap_or(End::Gone);
             feed.finish(end);
@@ -624,11 +620,7 @@ impl Watches {
     }
 
     /// Watches a thread's entries after `q.after`: the backlog, then new entries as they are posted.
-    pub async fn watch_thread(
-        &self,
-        caller: &Caller,
-        q: ThreadWatchQuery,
-    ) -> Result<Events<pb::ThreadEvent>, Rejection> {
+    pub async fn watch_thread(&self, caller: &Caller, q: ThreadWatchQuery) -> Result<Events<ThreadBatch>, Rejection> {
         let me = caller.agent;
         let (mut feed, limits, rx) = self.open(me, Interest::Object(ObjectRef::Thread(q.thread))).await?;
         // The first batch is read before answering, so a non-member is refused by the call itself.
@@ -649,7 +641,7 @@ impl Watches {
         &self,
         caller: &Caller,
         q: RecordWatchQuery,
-    ) -> Result<Events<pb::RecordEventBatch>, Rejection> {
+    ) -> Result<Events<kungfu_core::watch::RecordBatch>, Rejection> {
         let me = caller.agent;
         // A record never changes thread: find it (refusing a non-member) to know what to follow.
         let limits = self.b.read(|_, l, _| Ok(l.clone())).await?;

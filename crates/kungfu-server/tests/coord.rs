@@ -1,5 +1,5 @@
 //! The coordination layer (COORDINATION §7.2) over real gRPC, against in-process replicas that
-//! serve the whole public API as `kungfud` does (`grpc::serve`): one happy path of each
+//! serve the whole public API as `kungfud` does (`grpc::ApiStack`, `grpc::serve`): one happy path of each
 //! `CoordService` call, a floor refusal as a client sees it (code, `ErrorInfo` with `fak_reason`,
 //! no effect), and a follower that forwards the calls to its leader.
 
@@ -63,6 +63,7 @@ async fn cluster(n: u64) -> Vec<Replica> {
     for (node, listener, api, dir) in nodes {
         let b = Arc::new(Backend::new(node, config.clone()));
         let watches = kungfu_server::watch::Watches::new(b.clone());
+        let stack = kungfu_server::grpc::ApiStack::new(&b, watches).expect("the API's service stack");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
@@ -70,7 +71,7 @@ async fn cluster(n: u64) -> Vec<Replica> {
         let served = tokio::spawn({
             let b = b.clone();
             async move {
-                if let Err(e) = kungfu_server::grpc::serve(b, watches, listener, shutdown).await {
+                if let Err(e) = kungfu_server::grpc::serve(b, stack, listener, shutdown).await {
                     panic!("serving the API failed: {e}");
                 }
             }

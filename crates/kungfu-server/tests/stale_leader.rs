@@ -10,11 +10,11 @@ mod common;
 
 use common::{key, secret};
 use kungfu_api::KeyedAction;
-use kungfu_core::{Action, ActionResult, NewGrant, Principal};
+use kungfu_core::{Action, ActionResult, Command, NewGrant, Principal};
 use kungfu_raft::{NodeConfig, RaftNode};
 use kungfu_server::Config;
 use kungfu_server::backend::{Backend, Written};
-use kungfu_types::{AgentId, Content, Role};
+use kungfu_types::{AgentId, Content, Role, ThreadId};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,20 +63,24 @@ impl Cluster {
     async fn agent(&self) -> AgentId {
         common::agent(&self.backends[0]).await
     }
+
+    /// A new thread governed by `governor`, created through node 1.
+    async fn thread_of(&self, governor: AgentId) -> ThreadId {
+        let created = Action::CreateThread { subject: Content::from("s"), grant: None };
+        let ActionResult::ThreadCreated { thread, .. } =
+            self.ok(0, Principal::Agent(governor), created).await.receipt.result
+        else {
+            panic!("no thread")
+        };
+        thread
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_behind_on_apply_never_refuses_an_acknowledged_member() {
     let c = cluster().await;
     let (governor, member) = (c.agent().await, c.agent().await);
-    let ActionResult::ThreadCreated { thread, .. } = c
-        .ok(0, Principal::Agent(governor), Action::CreateThread { subject: Content::from("s"), grant: None })
-        .await
-        .receipt
-        .result
-    else {
-        panic!("no thread")
-    };
+    let thread = c.thread_of(governor).await;
     let grant = secret("kf_gr");
     let new_grant = NewGrant {
         role: Role::Speaker,
@@ -154,4 +158,53 @@ async fn a_leader_that_cannot_catch_up_in_time_answers_a_definite_retry() {
     assert!(r.definite, "nothing was proposed, so the refusal is definite: {r:?}");
     assert!(r.retry_after.is_some(), "it says when to retry: {r:?}");
     c.nodes[1].apply_gate.release();
+}
+
+/// The write's one leadership gate (`Backend::lead`) returns a proof that names its term, and the
+/// pre-check decides only while that proof holds: once the node has lost the lead, and even after
+/// it wins it again in a later term, the old proof decides nothing from the state (the command is
+/// left to apply); a new pass of the gate does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proof_of_the_gate_from_an_earlier_term_decides_nothing() {
+    let c = cluster().await;
+    let (governor, outsider) = (c.agent().await, c.agent().await);
+    let thread = c.thread_of(governor).await;
+    // An outsider's post: the pre-check refuses it from the state (NOT_FOUND: to an outsider a
+    // thread it cannot read does not exist, §9), with no log write.
+    let post = Command::new(
+        Principal::Agent(outsider),
+        common::post(thread, None),
+        Some(key()),
+        c.nodes[0].provisional_stamp(),
+    );
+    // What the pre-check answered: the refusal's code, or why it is not one.
+    let answered = |answer: Option<Result<Written, kungfu_types::Rejection>>| match answer {
+        Some(Err(r)) => r.code.as_str().to_string(),
+        Some(Ok(w)) => format!("a receipt: {w:?}"),
+        None => "left to apply".to_string(),
+    };
+    let first = c.backends[0].lead().await.expect("node 1 passes the gate");
+    assert_eq!(
+        answered(c.backends[0].precheck(first, &post)),
+        "NOT_FOUND",
+        "the pre-check decides under a proof that holds"
+    );
+
+    c.nodes[0].transfer_leader(2).await.expect("transfer");
+    c.until("node 2 leads", |c| c.nodes[1].is_leader()).await;
+    assert!(!c.nodes[0].still_leads(first));
+    assert!(c.backends[0].precheck(first, &post).is_none(), "a node that lost the lead decided from its state");
+    let lost = c.backends[0].lead().await.expect_err("node 1 no longer passes the gate");
+    assert_eq!(lost.code.as_str(), "NOT_LEADER", "{lost:?}");
+
+    c.until("node 2 has applied its term", |c| c.nodes[1].leads_caught_up()).await;
+    c.nodes[1].transfer_leader(1).await.expect("transfer back");
+    c.until("node 1 leads again, caught up", |c| c.nodes[0].leads_caught_up()).await;
+    assert!(
+        c.backends[0].precheck(first, &post).is_none(),
+        "a proof of an earlier term decided, though that term's leadership was lost in between"
+    );
+    let again = c.backends[0].lead().await.expect("node 1 passes the gate again");
+    assert!(again.term() > first.term(), "{again:?} after {first:?}");
+    assert_eq!(answered(c.backends[0].precheck(again, &post)), "NOT_FOUND", "the new proof decides");
 }

@@ -1,22 +1,24 @@
 //! The client's address, as per-address limits must see it (L4: registrations are limited per
 //! client address). A call can reach the API from someone other than its client:
 //!
-//! - the node's own MCP door (`/mcp`, [`crate::http`]) calls the API over loopback, so every MCP
-//!   client would look like `127.0.0.1`;
+//! - the node's own HTTP doors (the MCP door at `/mcp`, [`crate::http`], and the console) call the
+//!   API's service stack in this process, with no connection at all;
 //! - a follower forwards calls to the leader ([`super::forward`]), so every client of a follower
 //!   would look like that follower.
 //!
-//! Both say who the client is in [`kungfu_api::CLIENT_ADDR`]. This layer, the outermost of the API
-//! listener but for the tracing one ([`super::trace`]), believes that header only from those two: a call carrying this node's own door token
-//! ([`kungfu_api::DOOR_TOKEN`], random per process, never sent off the node), or a forwarded call
-//! (`kungfu-forwarded`) whose connection comes from the address of a current member of the
-//! cluster (an IP in the membership, or one its host names resolve to, re-resolved every 5 s). Anyone else's header is ignored and the connection's own address counts, so a client
-//! cannot escape its limit by claiming another address. (On a cluster whose members all share one
-//! host, every client on that host connects from a member's address; that host is trusted.)
+//! The first put the client's address in the request's extensions ([`ClientAddr`]), which only
+//! code in this process can do: it is believed as it is. The second says who the client is in
+//! [`kungfu_api::CLIENT_ADDR`]; this layer, the outermost of the API but for the tracing one
+//! ([`super::trace`]), believes that header only on a forwarded call (`kungfu-forwarded`) whose
+//! connection comes from the address of a current member of the cluster (an IP in the membership,
+//! or one its host names resolve to, re-resolved every 5 s). Anyone else's header is ignored and
+//! the connection's own address counts, so a client cannot escape its limit by claiming another
+//! address. (On a cluster whose members all share one host, every client on that host connects
+//! from a member's address; that host is trusted.)
 //!
 //! The layer then states the address it settled on in the header (so a forwarded call carries it
-//! to the leader), removes the door token (so it never leaves the node), and puts [`ClientAddr`]
-//! in the request's extensions, where [`super::credentials`] reads it.
+//! to the leader) and in the request's extensions ([`ClientAddr`]), where [`super::credentials`]
+//! reads it.
 
 use crate::backend::Backend;
 use std::net::{IpAddr, SocketAddr};
@@ -26,32 +28,30 @@ use tonic::body::Body;
 use tonic::transport::server::TcpConnectInfo;
 use tower::{Layer, Service};
 
-/// The address a call's client connected from, as this layer settled it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientAddr(pub IpAddr);
+pub use kungfu_api::ClientAddr;
 
-/// Who vouches for a claimed client address.
+/// Who vouches for an address claimed in [`kungfu_api::CLIENT_ADDR`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Voucher {
-    /// The call carries this node's own door token.
-    OwnDoor,
     /// A call forwarded (`kungfu-forwarded`) over a connection from a member's address.
     Member,
     /// Nobody: the claim is ignored.
     Nobody,
 }
 
-/// The client's address: the claim when someone trusted vouches for it, else the connection's.
-pub fn settle(peer: Option<IpAddr>, claimed: Option<IpAddr>, voucher: Voucher) -> Option<IpAddr> {
-    match (claimed, voucher) {
-        (Some(ip), Voucher::OwnDoor | Voucher::Member) => Some(ip),
+/// The client's address: the one an in-process door handed over, else the claim when a member
+/// vouches for it, else the connection's.
+pub fn settle(
+    in_process: Option<IpAddr>,
+    peer: Option<IpAddr>,
+    claimed: Option<IpAddr>,
+    voucher: Voucher,
+) -> Option<IpAddr> {
+    match (in_process, claimed, voucher) {
+        (Some(ip), _, _) => Some(ip),
+        (None, Some(ip), Voucher::Member) => Some(ip),
         _ => peer,
     }
-}
-
-/// Compares a presented token with the node's in time independent of where they differ.
-fn same_token(presented: &[u8], own: &[u8]) -> bool {
-    presented.len() == own.len() && presented.iter().zip(own).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// How often the host names in the membership are resolved again (a replaced container keeps its
@@ -152,12 +152,6 @@ impl<S> ClientAddrService<S> {
     }
 
     fn voucher(&self, req: &http::Request<Body>, peer: Option<IpAddr>) -> Voucher {
-        let presented = req.headers().get(kungfu_api::DOOR_TOKEN).map(|v| v.as_bytes());
-        if let (Some(p), Some(own)) = (presented, self.b.door_token.as_deref()) {
-            if same_token(p, own.as_bytes()) {
-                return Voucher::OwnDoor;
-            }
-        }
         let forwarded = req.headers().contains_key(super::forward::FORWARDED);
         if forwarded && peer.is_some_and(|p| self.is_member(p)) {
             return Voucher::Member;
@@ -179,6 +173,7 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<Body>) -> S::Future {
+        let in_process = req.extensions().get::<ClientAddr>().map(|c| c.0);
         let peer = req.extensions().get::<TcpConnectInfo>().and_then(|c| c.remote_addr()).map(|a| a.ip());
         let claimed = req
             .headers()
@@ -186,10 +181,10 @@ where
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<IpAddr>().ok());
         // Only worth a look at the membership when there is a claim to vouch for.
-        let voucher = if claimed.is_some() { self.voucher(&req, peer) } else { Voucher::Nobody };
-        let client = settle(peer, claimed, voucher);
+        let voucher =
+            if in_process.is_none() && claimed.is_some() { self.voucher(&req, peer) } else { Voucher::Nobody };
+        let client = settle(in_process, peer, claimed, voucher);
         let headers = req.headers_mut();
-        headers.remove(kungfu_api::DOOR_TOKEN);
         headers.remove(kungfu_api::CLIENT_ADDR);
         if let Some(ip) = client {
             if let Ok(v) = http::HeaderValue::from_str(&ip.to_string()) {
@@ -210,21 +205,15 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_counts_only_when_the_own_door_or_a_member_vouches_for_it() {
+    fn a_claim_counts_only_from_an_in_process_door_or_a_vouching_member() {
         let peer = Some(ip("127.0.0.1"));
         let claim = Some(ip("203.0.113.7"));
-        assert_eq!(settle(peer, claim, Voucher::OwnDoor), claim);
-        assert_eq!(settle(peer, claim, Voucher::Member), claim);
-        assert_eq!(settle(peer, claim, Voucher::Nobody), peer, "an unvouched claim is ignored");
-        assert_eq!(settle(peer, None, Voucher::OwnDoor), peer, "no claim: the connection's address");
-        assert_eq!(settle(None, None, Voucher::Nobody), None);
-    }
-
-    #[test]
-    fn tokens_match_only_when_equal_in_full() {
-        assert!(same_token(b"kf_dt_abc", b"kf_dt_abc"));
-        assert!(!same_token(b"kf_dt_abd", b"kf_dt_abc"));
-        assert!(!same_token(b"kf_dt_ab", b"kf_dt_abc"), "a prefix is not the token");
-        assert!(!same_token(b"", b"kf_dt_abc"));
+        let door = Some(ip("198.51.100.9"));
+        assert_eq!(settle(door, None, None, Voucher::Nobody), door, "an in-process door's address, no connection");
+        assert_eq!(settle(door, peer, claim, Voucher::Member), door);
+        assert_eq!(settle(None, peer, claim, Voucher::Member), claim);
+        assert_eq!(settle(None, peer, claim, Voucher::Nobody), peer, "an unvouched claim is ignored");
+        assert_eq!(settle(None, peer, None, Voucher::Member), peer, "no claim: the connection's address");
+        assert_eq!(settle(None, None, None, Voucher::Nobody), None);
     }
 }

@@ -6,6 +6,10 @@
 //! with the leader's address, or a definite refusal). Not forwarded: stale reads (any node answers
 //! them), the operator service (its status is per node), health and reflection.
 //!
+//! Whether this node leads is a routing decision here, not a gate: a call served here on a node
+//! that has just lost the lead meets its path's one gate (`Backend::lead` for a write, the read
+//! index for a read), which answers `NOT_LEADER`.
+//!
 //! Each call is forwarded once and never retried here (the client retries, with its own backoff);
 //! a failed forward is logged at most once per [`FAILURE_LOG_EVERY`] per leader address, with the
 //! count, so a leader that stops answering under load cannot flood the log (issue #36).

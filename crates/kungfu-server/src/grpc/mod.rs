@@ -16,7 +16,8 @@
 //! follower), [`forward`] (followers forward calls to the leader) and [`oversize`] (tonic's
 //! refusal of an oversize request as a LIMIT_EXCEEDED rejection), both tower layers over HTTP/2,
 //! and [`trace`] (each call in a span that continues the caller's trace, with telemetry on);
-//! [`serve`] puts them together on one listener with health and reflection.
+//! [`ApiStack`] puts them together, with health and reflection, as one service stack that
+//! [`serve`] serves on the API listener and the node's HTTP doors call in process.
 
 pub mod admin;
 pub mod api;
@@ -34,6 +35,7 @@ use kungfu_types::Rejection;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tower::layer::util::{Identity, Stack};
 
 /// The metadata a caller sends to ask for a stale read (`kungfu-consistency: stale`).
 pub const CONSISTENCY: &str = "kungfu-consistency";
@@ -115,18 +117,120 @@ fn parse_grpc_timeout(text: &str) -> Option<Duration> {
     })
 }
 
-/// Serves the public API and the operator service on `listener` until `shutdown` resolves: every
-/// service behind the forwarding and oversize layers, with health and reflection. Health reports
-/// serving while it runs and not serving once it returns.
+/// The layers every call of the API passes, outermost first: its span ([`trace`]), its client's
+/// address ([`client_addr`]), forwarding to the leader ([`forward`]), the oversize refusal
+/// ([`oversize`]).
+type Layers = tower::ServiceBuilder<
+    Stack<
+        oversize::OversizeLayer,
+        Stack<forward::ForwardLayer, Stack<client_addr::ClientAddrLayer, Stack<trace::TraceLayer, Identity>>>,
+    >,
+>;
+
+/// The node's public API as one service stack: every service (the protocol's, the operator's,
+/// the watches, health and reflection) behind [`Layers`]. The API listener serves it over HTTP/2
+/// ([`serve`]); the node's own HTTP doors (the MCP door, the console) call it in this process
+/// ([`ApiStack::in_process`]): a tool call is one gRPC call through the same layers and services,
+/// with no socket between.
+#[derive(Clone)]
+pub struct ApiStack {
+    layers: Layers,
+    routes: tonic::service::Routes,
+    health: tonic_health::server::HealthReporter,
+}
+
+impl std::fmt::Debug for ApiStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiStack").field("layers", &self.layers).finish_non_exhaustive()
+    }
+}
+
+impl ApiStack {
+    /// The stack of node `b`, its watches served by `watches`. Spawns the client-address layer's
+    /// resolver; call inside the runtime.
+    pub fn new(b: &Arc<Backend>, watches: Watches) -> anyhow::Result<ApiStack> {
+        let max = b.config.api.max_message_bytes;
+        let api = api::Api::new(b.clone());
+        let (health, health_service) = tonic_health::server::health_reporter();
+        // Reflection in both revisions: grpcurl and grpcui speak v1, Python's grpcio-reflection and
+        // older grpcurl builds only v1alpha (issue #16).
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        let reflection_v1alpha = reflection().build_v1alpha()?;
+        let reflection = reflection().build_v1()?;
+        let mut routes = tonic::service::Routes::builder();
+        routes
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(reflection_v1alpha)
+            .add_service(
+                pb::agent_service_server::AgentServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::memory_service_server::MemoryServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::thread_service_server::ThreadServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::assignment_service_server::AssignmentServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::task_service_server::TaskServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::turn_service_server::TurnServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::coord_service_server::CoordServiceServer::new(api.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                pb::record_service_server::RecordServiceServer::new(api)
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(admin::service(b.clone()))
+            .add_service(watch::service(watches, max));
+        let layers = tower::ServiceBuilder::new()
+            .layer(trace::TraceLayer { node: b.node.id })
+            .layer(client_addr::ClientAddrLayer::new(b.clone()))
+            .layer(forward::ForwardLayer::new(b.clone()))
+            .layer(oversize::OversizeLayer { max_message_bytes: max });
+        Ok(ApiStack { layers, routes: routes.routes().prepare(), health })
+    }
+
+    /// The stack as the node's own doors call it, in this process.
+    pub fn in_process(&self) -> kungfu_mcp::Api {
+        kungfu_mcp::Api::in_process(self.layers.service(self.routes.clone()))
+    }
+}
+
+/// Serves the API's stack on `listener` until `shutdown` resolves. Health reports serving while
+/// this node is ready and it runs, and not serving once it returns.
 pub async fn serve(
     b: Arc<Backend>,
-    watches: Watches,
+    stack: ApiStack,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let max = b.config.api.max_message_bytes;
-    let api = api::Api::new(b.clone());
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let ApiStack { layers, routes, health } = stack;
     // Health tells the truth (issue #16): SERVING only while this node is ready
     // (`Backend::readiness`: a leader known and reachable through a quorum, applied within the
     // configured lag), read every 200 ms. The whole server (""), TurnService, CoordService and
@@ -134,69 +238,13 @@ pub async fn serve(
     // layer (and its shared record) before it sends one of its actions (COORDINATION R4: use them
     // only once every node is upgraded).
     let watcher = tokio::spawn(watch_readiness(b.clone(), health.clone()));
-    // Reflection in both revisions: grpcurl and grpcui speak v1, Python's grpcio-reflection and
-    // older grpcurl builds only v1alpha (issue #16).
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let reflection_v1alpha = reflection().build_v1alpha()?;
-    let reflection = reflection().build_v1()?;
     let served = tonic::transport::Server::builder()
         // Pings keep a live client's connection from looking silent to the idle timeout, and find
         // a dead one (no answer within the timeout closes it).
         .http2_keepalive_interval(Some(b.config.api.keepalive_interval()))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
-        .layer(trace::TraceLayer { node: b.node.id })
-        .layer(client_addr::ClientAddrLayer::new(b.clone()))
-        .layer(forward::ForwardLayer::new(b.clone()))
-        .layer(oversize::OversizeLayer { max_message_bytes: max })
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(reflection_v1alpha)
-        .add_service(
-            pb::agent_service_server::AgentServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::memory_service_server::MemoryServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::thread_service_server::ThreadServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::assignment_service_server::AssignmentServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::task_service_server::TaskServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::turn_service_server::TurnServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::coord_service_server::CoordServiceServer::new(api.clone())
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(
-            pb::record_service_server::RecordServiceServer::new(api)
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
-        )
-        .add_service(admin::service(b.clone()))
-        .add_service(watch::service(watches, max))
+        .layer(layers)
+        .add_routes(routes)
         // TCP_NODELAY on every accepted socket (tonic ignores its own setting on this path), a
         // handshake and an idle timeout, and a bound per peer (issue #16).
         .serve_with_incoming_shutdown(

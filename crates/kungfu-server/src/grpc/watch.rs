@@ -1,13 +1,13 @@
 //! The watch streams on gRPC (`kungfu.v1.WatchService`, `proto/kungfu/v1/watch.proto`) over the
 //! service layer's [`Watches`]: authenticate, convert the request, open the stream, and relay its
-//! events, ending with the status of its refusal when it ends with one.
+//! domain events as messages (`kungfu_api::watch`: a large turn change in several), ending with
+//! the status of its refusal when it ends with one.
 
 use super::{credentials, status};
 use crate::watch::{Events, Watches};
 use kungfu_api::pb;
 use kungfu_api::watch as wire;
 use std::pin::Pin;
-use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
@@ -26,8 +26,28 @@ pub fn service(w: Watches, max_message_bytes: usize) -> pb::watch_service_server
         .max_encoding_message_size(max_message_bytes)
 }
 
-fn stream<T: Send + 'static>(events: Events<T>) -> EventStream<T> {
-    Box::pin(ReceiverStream::new(events).map(|e| e.map_err(status)))
+/// The stream of messages of a watch: each domain event becomes one message or more (`to_wire`),
+/// and a final refusal its status.
+fn stream<T: Send + 'static, M: Send + 'static>(events: Events<T>, to_wire: fn(T) -> Vec<M>) -> EventStream<M> {
+    Box::pin(futures::StreamExt::flat_map(ReceiverStream::new(events), move |event| {
+        let messages: Vec<Result<M, Status>> = match event {
+            Ok(e) => to_wire(e).into_iter().map(Ok).collect(),
+            Err(refusal) => vec![Err(status(refusal))],
+        };
+        futures::stream::iter(messages)
+    }))
+}
+
+fn turn_messages(change: kungfu_core::watch::TurnChange) -> Vec<pb::TurnEvent> {
+    wire::turn_events(change, wire::TURN_EVENT_ITEMS)
+}
+
+fn thread_messages(batch: kungfu_core::watch::ThreadBatch) -> Vec<pb::ThreadEvent> {
+    vec![wire::thread_event(&batch)]
+}
+
+fn record_messages(batch: kungfu_core::watch::RecordBatch) -> Vec<pb::RecordEventBatch> {
+    vec![wire::record_event_batch(&batch)]
 }
 
 #[tonic::async_trait]
@@ -41,7 +61,7 @@ impl pb::watch_service_server::WatchService for WatchApi {
         let me = self.w.backend().authenticate(&credentials(&request)).await.map_err(status)?;
         let resume = wire::watch_turn_query(request.get_ref())?;
         let events = self.w.watch_turn(&me, resume).await.map_err(status)?;
-        Ok(Response::new(stream(events)))
+        Ok(Response::new(stream(events, turn_messages)))
     }
 
     type WatchThreadStream = EventStream<pb::ThreadEvent>;
@@ -53,7 +73,7 @@ impl pb::watch_service_server::WatchService for WatchApi {
         let me = self.w.backend().authenticate(&credentials(&request)).await.map_err(status)?;
         let q = wire::watch_thread_query(request.get_ref())?;
         let events = self.w.watch_thread(&me, q).await.map_err(status)?;
-        Ok(Response::new(stream(events)))
+        Ok(Response::new(stream(events, thread_messages)))
     }
 
     type WatchRecordStream = EventStream<pb::RecordEventBatch>;
@@ -65,6 +85,6 @@ impl pb::watch_service_server::WatchService for WatchApi {
         let me = self.w.backend().authenticate(&credentials(&request)).await.map_err(status)?;
         let q = kungfu_api::request::watch_record_query(request.get_ref())?;
         let events = self.w.watch_record(&me, q).await.map_err(status)?;
-        Ok(Response::new(stream(events)))
+        Ok(Response::new(stream(events, record_messages)))
     }
 }

@@ -9,7 +9,7 @@
 //! never retries (a retry would hide a failure inside a long latency).
 
 use super::stats::{Summary, ms_text};
-use crate::error::CliError;
+use kungfu_cli::error::CliError;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;

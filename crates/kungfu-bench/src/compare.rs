@@ -28,9 +28,9 @@ use super::load::{Figures, Op, drive, grpc_code_name};
 use super::stats::ms_text;
 use super::write::{self, CALL_TIMEOUT, MAX_SHARED_WRITERS, Poster};
 use super::{bounded, machine, machine_text, progress, server_text, version_of};
-use crate::cli::{BenchAgainst, BenchCluster, BenchCompare};
-use crate::error::CliError;
-use crate::output;
+use crate::args::{BenchAgainst, BenchCluster, BenchCompare};
+use kungfu_cli::error::CliError;
+use kungfu_cli::output;
 use kungfu_client::{Client, ClientOptions, Post, pb};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -560,6 +560,21 @@ impl KungfuSide {
         EntryReader { client: if stale { client.stale() } else { client }, thread: self.own[i].clone() }
     }
 
+    /// Agent `i`'s key; [`KungfuSide::ensure_agents`] must have made agent `i`.
+    pub(super) fn agent_key(&self, i: usize) -> &str {
+        &self.agents[i].0
+    }
+
+    /// The payload every post carries.
+    pub(super) fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The cluster the side writes to.
+    pub(super) fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
     /// Writer `i`'s own thread; [`KungfuSide::ensure_agents`] must have made agent `i`.
     pub(super) fn own_thread(&self, i: usize) -> &str {
         &self.own[i]
@@ -847,7 +862,7 @@ pub fn work_table(points: &[Point]) -> (Vec<&'static str>, Vec<Vec<String>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::stats::Summary;
+    use crate::stats::Summary;
 
     #[test]
     fn lists_parse_in_order_and_errors_name_the_flag() {
@@ -873,10 +888,10 @@ mod tests {
 
     fn args(extra: &[&str]) -> BenchCompare {
         use clap::Parser;
-        let mut argv = vec!["kungfu", "bench", "compare"];
+        let mut argv = vec!["kungfu-bench", "compare"];
         argv.extend_from_slice(extra);
-        match crate::cli::Cli::try_parse_from(argv).expect("parses").command {
-            crate::cli::Command::Bench(crate::cli::BenchCmd::Compare(a)) => a,
+        match crate::args::Bench::try_parse_from(argv).expect("parses").command {
+            crate::args::BenchCmd::Compare(a) => a,
             other => panic!("parsed as {other:?}"),
         }
     }

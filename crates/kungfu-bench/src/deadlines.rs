@@ -18,8 +18,8 @@
 use super::cluster::{Cluster, ELECT_BOUND};
 use super::stats::{Summary, ms, ms_text};
 use super::{bounded, now_us, progress, sleep_until_us};
-use crate::cli::BenchCluster;
-use crate::error::CliError;
+use crate::args::BenchCluster;
+use kungfu_cli::error::CliError;
 use kungfu_client::{Client, ClientOptions, Post, pb};
 use kungfu_core::fact::{ExpiryResult, Fact, JournaledFact};
 use kungfu_core::model::ObligationId;

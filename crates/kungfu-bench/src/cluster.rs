@@ -9,8 +9,8 @@
 //! setting is the server's default. A [`Runner`] may put a command before `kungfud` (valgrind, for
 //! `kungfu bench instructions`); every other bench runs the binary itself.
 
-use crate::cli::{BenchCluster, BenchFiles};
-use crate::error::CliError;
+use crate::args::{BenchCluster, BenchFiles};
+use kungfu_cli::error::CliError;
 use kungfu_client::{Client, ClientOptions, pb};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -44,6 +44,8 @@ struct Node {
     api: String,
     /// Where the node serves `/metrics` (its write path's counters, issue #30).
     metrics: String,
+    /// Its HTTP listener: the MCP door at `/mcp` (`bench instructions` counts an MCP post).
+    http: String,
     config: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -205,12 +207,15 @@ impl Cluster {
         for (id, api, _) in &addrs {
             let config = cluster.dir.join(format!("node{id}.toml"));
             let data = cluster.dir.join(format!("node{id}"));
-            let metrics = free_port()?;
-            // A top-level key, so it goes before the tables of `config_text`.
-            let text = format!("metrics_listen = \"{metrics}\"\n{}", config_text(*id, &addrs, &data, &cluster.token));
+            let (metrics, http) = (free_port()?, free_port()?);
+            // Top-level keys, so they go before the tables of `config_text`.
+            let text = format!(
+                "metrics_listen = \"{metrics}\"\nhttp_listen = \"{http}\"\n{}",
+                config_text(*id, &addrs, &data, &cluster.token)
+            );
             std::fs::write(&config, text).map_err(|e| io_error("write", &config, e))?;
             let log = cluster.dir.join(format!("node{id}.log"));
-            cluster.nodes.push(Node { id: *id, api: api.clone(), metrics, config, log, child: None });
+            cluster.nodes.push(Node { id: *id, api: api.clone(), metrics, http, config, log, child: None });
         }
         for id in 1..=opts.nodes {
             cluster.spawn(id)?;
@@ -279,6 +284,12 @@ impl Cluster {
 
     /// The process id of every running node, in node order.
     /// Every node's `/metrics` address, in node order.
+    /// Node `id`'s HTTP listener (the MCP door at `/mcp`), `host:port`.
+    pub fn http(&self, id: u16) -> Result<String, CliError> {
+        let node = self.nodes.iter().find(|n| n.id == id).ok_or_else(|| CliError::other(format!("no node {id}")))?;
+        Ok(node.http.clone())
+    }
+
     pub fn metrics(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.metrics.clone()).collect()
     }

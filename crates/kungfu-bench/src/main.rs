@@ -1,5 +1,6 @@
-//! `kungfu bench`: end-to-end benchmarks through the public gRPC API, against a fresh local
-//! cluster of real `kungfud` processes that each run starts for itself and removes at the end.
+//! `kungfu-bench` (also run as `kungfu bench`): end-to-end benchmarks through the public gRPC API,
+//! against a fresh local cluster of real `kungfud` processes that each run starts for itself and
+//! removes at the end.
 //!
 //! - [`cluster`]: the cluster of one run (free ports, a new directory, killed and removed on drop).
 //! - [`deadlines`]: many deadlines falling due within one second; lateness from the facts.
@@ -11,11 +12,17 @@
 //! - [`load`]: the closed loop every throughput bench drives: warm-up, window, what counts.
 //! - [`memory`]: the resident memory of a server process.
 //! - [`stats`]: percentiles and summaries.
+//! - [`args`]: the command line.
+//!
+//! The harness is a program of its own, so the user's `kungfu` carries no etcd client and no
+//! callgrind driver; it shares the command line's errors, exit statuses and output
+//! (`kungfu_cli::error`, `kungfu_cli::output`) and its lookup of `kungfud`.
 //!
 //! Every run prints the machine, the server binary and the parameters with its figures: a table on
 //! stdout, or with `--json` one JSON object. Progress goes to stderr. Ctrl-C or SIGTERM stops the
 //! run; dropping the run's future kills the nodes and removes their directory.
 
+mod args;
 mod cluster;
 mod compare;
 mod deadlines;
@@ -27,17 +34,33 @@ mod stats;
 mod work;
 mod write;
 
-use crate::cli::{BenchCmd, BenchFiles};
-use crate::error::CliError;
-use crate::output;
+use crate::args::{Bench, BenchCmd, BenchFiles};
+use kungfu_cli::error::CliError;
+use kungfu_cli::output;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+fn main() {
+    use clap::Parser;
+    let args = Bench::parse();
+    let json = args.json;
+    // A benchmark drives thousands of concurrent calls: it gets a worker thread per core, as a
+    // user's multi-threaded client would.
+    let result = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run(args.command, json)),
+        Err(e) => Err(CliError::other(format!("cannot start the async runtime: {e}"))),
+    };
+    if let Err(e) = result {
+        e.print(json);
+        std::process::exit(e.exit);
+    }
+}
+
 /// Runs a benchmark until it ends or the process is interrupted.
-pub async fn run(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
+async fn run(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| CliError::other(format!("cannot watch for SIGTERM: {e}")))?;
@@ -72,12 +95,12 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
         // Without valgrind there is nothing to count: say so before a node starts.
         instructions::tools(std::env::var_os("PATH"))?;
     }
-    let binary = crate::dev::find_kungfud(files.kungfud.clone())?;
+    let binary = kungfu_cli::dev::find_kungfud(files.kungfud.clone())?;
     let server = server_info(&binary);
     if server["build"] == "debug" {
         progress(format!(
             "warning: {} is a debug build; figures from it say little. Build release binaries: \
-             cargo build --release --bin kungfu --bin kungfud",
+             cargo build --release --bin kungfu-bench --bin kungfud",
             binary.display()
         ));
     }

@@ -7,7 +7,10 @@
 //! `--separate-threads=yes`, which the run does not pass):
 //!
 //! - `own`: `--ops` posts of a `--payload-bytes` entry to the writer's own thread, asking nobody;
-//! - `read`: `--ops` linearizable reads of entry 1 of that thread (`GetEntry`).
+//! - `read`: `--ops` linearizable reads of entry 1 of that thread (`GetEntry`);
+//! - `mcp`: `--ops` of the same posts through the node's MCP door (`/mcp`, a stateless 2026-07-28
+//!   `tools/call` of `thread_post` over HTTP/1.1, one connection per call): what the door adds to
+//!   a post, the HTTP and JSON work included.
 //!
 //! Each phase makes [`WARMUP_OPS`] calls of its kind first, uncounted, then runs
 //! `callgrind_control -z` (zero the counters), `-i on`, its calls, `-i off` and `--dump`, and reads
@@ -21,9 +24,9 @@ use super::cluster::{Cluster, Runner};
 use super::compare::KungfuSide;
 use super::load::Op;
 use super::{machine, machine_text, on_path, progress, server_text, version_of};
-use crate::cli::{BenchCluster, BenchInstructions};
-use crate::error::CliError;
-use crate::output;
+use crate::args::{BenchCluster, BenchInstructions};
+use kungfu_cli::error::CliError;
+use kungfu_cli::output;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -201,6 +204,89 @@ async fn call<O: Op>(name: &str, op: &mut O, i: u64, of: u64, kind: &str) -> Res
     })
 }
 
+/// Writer 0 posting to its own thread through the MCP door of node `leader`, as an MCP host
+/// would: a stateless `tools/call` (protocol revision 2026-07-28, its headers and `_meta`) with
+/// the agent's key, one HTTP/1.1 connection per call (`Connection: close`).
+struct McpPoster {
+    addr: String,
+    key: String,
+    thread: String,
+    content: String,
+    n: u64,
+}
+
+impl McpPoster {
+    fn new(side: &KungfuSide, leader: u16) -> Result<McpPoster, CliError> {
+        Ok(McpPoster {
+            addr: side.cluster().http(leader)?,
+            key: side.agent_key(0).to_string(),
+            thread: side.own_thread(0).to_string(),
+            content: String::from_utf8_lossy(side.body()).into_owned(),
+            n: 0,
+        })
+    }
+
+    /// The request's bytes: the head, then the JSON-RPC body.
+    fn request(&mut self) -> Vec<u8> {
+        self.n += 1;
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": self.n,
+            "method": "tools/call",
+            "params": {
+                "name": "thread_post",
+                "arguments": {
+                    "thread": self.thread,
+                    "body": {"content": self.content},
+                    "ask": {"agents": []},
+                    "idempotency_key": format!("bench-mcp-{}-{}", std::process::id(), self.n),
+                },
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        })
+        .to_string();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nAuthorization: Bearer {key}\r\n\
+             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: thread_post\r\n\
+             Content-Length: {len}\r\nConnection: close\r\n\r\n",
+            addr = self.addr,
+            key = self.key,
+            len = body.len()
+        );
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body.as_bytes());
+        bytes
+    }
+}
+
+impl Op for McpPoster {
+    async fn call(&mut self) -> Result<(), String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let request = self.request();
+        let exchange = async {
+            let mut s = tokio::net::TcpStream::connect(&self.addr).await.map_err(|e| format!("CONNECT: {e}"))?;
+            s.write_all(&request).await.map_err(|e| format!("WRITE: {e}"))?;
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer).await.map_err(|e| format!("READ: {e}"))?;
+            Ok::<Vec<u8>, String>(answer)
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(60), exchange)
+            .await
+            .map_err(|_| "DEADLINE_EXCEEDED".to_string())??;
+        let text = String::from_utf8_lossy(&answer);
+        // A post's tool result names its receipt; a refusal is a tool result with isError.
+        if !text.starts_with("HTTP/1.1 200") || !text.contains("\"posted\"") || text.contains("\"isError\":true") {
+            let first: String = text.chars().take(300).collect();
+            return Err(format!("MCP answered: {first}"));
+        }
+        Ok(())
+    }
+}
+
 /// One phase's count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Phase {
@@ -267,8 +353,11 @@ pub async fn run(args: BenchInstructions, binary: PathBuf, server: Value, json: 
     let mut reader = side.reader(0, false);
     let reading = "linearizable GetEntry of entry 1 of that thread".to_string();
     let read = callgrind.phase("read", reading, &mut reader, args.ops).await?;
+    let mut mcp = McpPoster::new(&side, leader)?;
+    let posting = "the same post as an MCP tools/call of thread_post over HTTP/1.1, one connection each".to_string();
+    let mcp = callgrind.phase("mcp", posting, &mut mcp, args.ops).await?;
     drop(side);
-    let phases = [own, read];
+    let phases = [own, read, mcp];
 
     let machine = machine();
     let params = json!({ "nodes": 1, "ops": args.ops, "warmup_ops": WARMUP_OPS, "payload_bytes": args.payload_bytes });

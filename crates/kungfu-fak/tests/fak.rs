@@ -4,8 +4,8 @@
 //! published `tools/schemas/shared-*.v1.json`, not copied). Plus round trips of patches, the
 //! refusals at the envelope boundary, and stable, chained digests.
 
-use kungfu_client::fak::{self, FakError, Outcome, ResultContext, Revs};
 use kungfu_client::{Code, ConflictValue, RecordConflict, Rejection, RejectionDetail, SharedReason, pb};
+use kungfu_fak::{self as fak, FakError, Outcome, ResultContext, Revs};
 use kungfu_types::{Content, RecordId};
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
 //! The fak envelopes (COORDINATION §5.10): conversions between our shared record and the six
 //! versioned JSON envelopes of fak's `sharedtask` contract, so a fak adapter can speak to a Kungfu
-//! cluster.
+//! cluster through the SDK (`kungfu-client`), whose messages ([`pb`]) it reads and builds.
 //!
 //! | envelope | from / to | function |
 //! |---|---|---|
@@ -42,7 +42,7 @@
 //! fak's Go code computes over `encoding/json` output (struct field order), which fak's own fixtures
 //! do not test either: a fak consumer must treat them as opaque strings.
 
-use crate::pb;
+use kungfu_client::pb;
 use kungfu_types::{Code, ConflictValue, Rejection, RejectionDetail, SharedReason};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
@@ -1126,7 +1126,7 @@ pub fn patch_result(cx: &ResultContext<'_>, outcome: Outcome<'_>) -> Value {
                     "resolution": c.resolution,
                 }),
                 None => json!({
-                    "path": op.map(crate::record::op_path).unwrap_or_default(),
+                    "path": op.map(kungfu_client::record::op_path).unwrap_or_default(),
                     "base_value": null,
                     "current_value": null,
                     "proposed_value": null,
@@ -1144,7 +1144,7 @@ pub fn patch_result(cx: &ResultContext<'_>, outcome: Outcome<'_>) -> Value {
             m.insert(
                 "conflict".into(),
                 json!({
-                    "path": op.map(crate::record::op_path).unwrap_or_default(),
+                    "path": op.map(kungfu_client::record::op_path).unwrap_or_default(),
                     "base_value": null,
                     "current_value": null,
                     "proposed_value": proposed.unwrap_or(Value::Null),

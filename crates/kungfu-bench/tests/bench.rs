@@ -12,9 +12,13 @@ use std::time::{Duration, Instant};
 /// The longest one benchmark run may take here before the test fails (and kills it).
 const RUN_BOUND: Duration = Duration::from_secs(180);
 
-/// The `kungfu` binary under test.
+/// The `kungfu` built with the workspace, beside the `kungfu-bench` under test: every run goes
+/// through `kungfu bench …`, as a user types it, so the hand-over to the harness is tested too.
 fn kungfu() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kungfu"))
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_kungfu-bench"));
+    let bin = bench.parent().map(|d| d.join("kungfu")).unwrap_or_default();
+    assert!(bin.is_file(), "{} is missing: build the workspace first", bin.display());
+    bin
 }
 
 /// `$KUNGFUD` when set, else the `kungfud` built with the workspace, next to `kungfu`.
@@ -217,7 +221,7 @@ fn bench_instructions_counts_each_phase_under_callgrind_and_leaves_nothing_behin
     assert_eq!(v["params"], serde_json::json!({"nodes": 1, "ops": 5, "warmup_ops": 10, "payload_bytes": 1024}));
     let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases in {v:#}"));
     let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
-    assert_eq!(names, ["own", "read"], "{v:#}");
+    assert_eq!(names, ["own", "read", "mcp"], "{v:#}");
     for p in phases {
         assert_eq!(p["ops"], 5, "{v:#}");
         assert!(p["call"].as_str().is_some_and(|c| !c.is_empty()), "{v:#}");

@@ -9,8 +9,8 @@
 
 use super::cluster::{ports, run_dir, spawn_logged, tail};
 use super::progress;
-use crate::cli::BenchFiles;
-use crate::error::CliError;
+use crate::args::BenchFiles;
+use kungfu_cli::error::CliError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

@@ -12,8 +12,8 @@
 use super::cluster::Cluster;
 use super::load::{Figures, Op, drive};
 use super::{bounded, progress};
-use crate::cli::BenchCluster;
-use crate::error::CliError;
+use crate::args::BenchCluster;
+use kungfu_cli::error::CliError;
 use kungfu_client::{Client, ClientOptions, Post, pb};
 use serde_json::{Value, json};
 use std::path::PathBuf;
