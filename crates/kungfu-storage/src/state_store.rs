@@ -36,6 +36,18 @@ const MEMTABLE_BYTES: usize = 128 << 20;
 /// content: the records (an entry, a memory version) and the journal (the fact that carries it).
 const MIN_BLOB_BYTES: u64 = 512;
 
+/// The size bound of the level that level 0 compacts into, per family (RocksDB's
+/// `max_bytes_for_level_base`, 256 MiB by default), and the size of the table files below level 0
+/// (`target_file_size_base`, 64 MiB by default). Level 0's files hold random keys (receipts,
+/// journals of many objects), so each of its compactions rewrites the whole level it compacts
+/// into; with dynamic level sizes that is the last level until the family outgrows the bound, and
+/// a node's compaction work per write grew with its state (issue #36: 0.6 to 9.6 CPU-seconds a
+/// minute in 12 minutes of writes, docs/benchmarks.md). A smaller bound starts a level above the
+/// last one sooner, so a level-0 compaction rewrites at most a few tens of MiB: the same 12 minutes
+/// took half the compaction work.
+const LEVEL_BASE_BYTES: u64 = 64 << 20;
+const TARGET_FILE_BYTES: u64 = 16 << 20;
+
 /// How much of a memtable's size its bloom filter takes (RocksDB's
 /// `memtable_prefix_bloom_size_ratio`): about 1.3 MiB for a 64 MiB memtable.
 const MEMTABLE_BLOOM_RATIO: f64 = 0.02;
@@ -90,6 +102,8 @@ fn cf_options(name: &str, cache: &rocksdb::Cache) -> Options {
         o.set_blob_cache(cache);
     }
     o.set_block_based_table_factory(&block);
+    o.set_max_bytes_for_level_base(LEVEL_BASE_BYTES);
+    o.set_target_file_size_base(TARGET_FILE_BYTES);
     o
 }
 
