@@ -623,28 +623,51 @@ fn node_samples(c: &Cluster) -> Vec<NodeSample> {
         .collect()
 }
 
+/// Posts a writer makes as one agent before it moves to a freshly registered one. Each content post
+/// creates a Memory and an agent may create at most `max_memories_per_agent` (100,000 by default):
+/// at ~60 writes/s a writer reaches it in under half an hour, and an hour's soak needs more.
+pub const POSTS_PER_AGENT: u64 = 50_000;
+
+/// Registers one writer agent with a thread of its own; returns (key, thread).
+async fn new_writer(client: &Client, label: &str) -> Result<(String, String)> {
+    let agent = client.register(None).await.with_context(|| format!("registering {label}"))?;
+    let t = client
+        .with_key(agent.agent_key.clone())
+        .create_thread(
+            pb::CreateThreadRequest { subject: kungfu_client::text(&format!("soak {label}")), ..Default::default() },
+            None,
+        )
+        .await
+        .with_context(|| format!("creating {label}'s thread"))?;
+    match t.value.receipt.and_then(|r| r.result) {
+        Some(pb::receipt::Result::ThreadCreated(c)) => Ok((agent.agent_key, c.thread)),
+        other => bail!("{label}'s thread creation answered {other:?}"),
+    }
+}
+
 /// Registers `writers` agents, each with a thread of its own; returns (key, thread) per writer.
 async fn setup_writers(setup: &Client, writers: u64) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for i in 0..writers {
-        let agent = setup.register(None).await.with_context(|| format!("registering writer {i}"))?;
-        let t = setup
-            .with_key(agent.agent_key.clone())
-            .create_thread(
-                pb::CreateThreadRequest {
-                    subject: kungfu_client::text(&format!("soak writer {i}")),
-                    ..Default::default()
-                },
-                None,
-            )
-            .await
-            .with_context(|| format!("creating writer {i}'s thread"))?;
-        match t.value.receipt.and_then(|r| r.result) {
-            Some(pb::receipt::Result::ThreadCreated(c)) => out.push((agent.agent_key, c.thread)),
-            other => bail!("thread creation answered {other:?}"),
-        }
+        out.push(new_writer(setup, &format!("writer {i}")).await?);
     }
     Ok(out)
+}
+
+/// A writer's next agent, registered during the load: retried (a kill may be under way) until it
+/// succeeds or the run is over. Registering twice after an unanswered attempt leaves an idle agent
+/// behind, which a soak does not mind.
+async fn rotate_writer(client: &Client, label: &str, end: Instant, log: &Path) -> Option<(String, String)> {
+    while Instant::now() < end {
+        match new_writer(client, label).await {
+            Ok(w) => return Some(w),
+            Err(e) => {
+                log_line(log, &format!("soak: {label}: {e:#}; retrying"));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    None
 }
 
 /// One write, resent under its key until its outcome is definite: Some(latency µs) when
@@ -749,7 +772,9 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
     let pace = o.rate.map(|r| Duration::from_secs_f64(o.writers as f64 / r.max(0.001)));
     let mut tasks = Vec::new();
     for (w, (key, thread)) in writers.into_iter().enumerate() {
-        let client = connections[w % connections.len()].with_key(key);
+        let conn = connections[w % connections.len()].clone();
+        let mut client = conn.with_key(key);
+        let mut thread = thread;
         let (stats, acked_total, give_up, body) = (stats.clone(), acked_total.clone(), give_up.clone(), body.clone());
         let log = events_log.clone();
         let seed = o.seed;
@@ -757,6 +782,12 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
             let mut n = 0u64;
             let mut next = Instant::now();
             while Instant::now() < end {
+                if n > 0 && n % POSTS_PER_AGENT == 0 {
+                    let label = format!("writer {w}.{}", n / POSTS_PER_AGENT);
+                    let Some((key, th)) = rotate_writer(&conn, &label, end, &log).await else { break };
+                    client = conn.with_key(key);
+                    thread = th;
+                }
                 let key = format!("soak-{seed}-{w}-{n}");
                 n += 1;
                 if let Some(us) = write_until_definite(&client, &thread, &body, &key, &stats, &give_up, &log).await {
