@@ -176,6 +176,19 @@ impl StoreMemory {
     }
 }
 
+/// Runs RocksDB's compactions (its low-priority pool, shared by every database of the process) at
+/// the lowest CPU priority, once per process. Compaction is deferrable work that grows with the
+/// state (issue #36): at the same priority its bursts take CPU from the threads answering requests
+/// and show as latency spikes; niced, it runs in the time requests leave idle. Flushes stay in the
+/// high-priority pool at normal priority, so memtables never wait on it and writes do not stall.
+fn compactions_yield_to_requests() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| match rocksdb::Env::new() {
+        Ok(mut env) => env.lower_thread_pool_cpu_priority(),
+        Err(e) => tracing::warn!("could not lower the CPU priority of RocksDB compactions: {e}"),
+    });
+}
+
 /// Opens a RocksDB with `open`, waiting (at most ten seconds) while an earlier instance in this
 /// process still holds the directory's lock: a node restarted in the same process (a test, a
 /// restore) opens its stores while tasks of the node it replaced may still be dropping their
@@ -184,6 +197,7 @@ impl StoreMemory {
 pub(crate) fn open_waiting_for_own_lock(
     open: impl Fn() -> Result<rocksdb::DB, rocksdb::Error>,
 ) -> Result<rocksdb::DB, rocksdb::Error> {
+    compactions_yield_to_requests();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match open() {
