@@ -116,6 +116,10 @@ enum Command {
         /// Bytes of each post's body.
         #[arg(long, default_value_t = 1024)]
         body_bytes: usize,
+        /// Posts a writer makes as one agent before it moves to a newly registered one (an agent
+        /// may create at most 100,000 Memories).
+        #[arg(long, default_value_t = kungfu_jepsen::soak::POSTS_PER_AGENT)]
+        posts_per_agent: u64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
         #[command(flatten)]
@@ -287,13 +291,14 @@ fn real_main() -> Result<ExitCode> {
             interval_secs,
             kill_every_secs,
             body_bytes,
+            posts_per_agent,
             seed,
             common,
             keep_data,
         } => {
             let minutes = |m: f64| Duration::from_secs_f64((m * 60.0).max(0.0));
-            if calm_minutes <= 0.0 || interval_secs <= 0.0 || writers == 0 {
-                bail!("--calm-minutes, --interval-secs and --writers must be positive");
+            if calm_minutes <= 0.0 || interval_secs <= 0.0 || writers == 0 || posts_per_agent == 0 {
+                bail!("--calm-minutes, --interval-secs, --writers and --posts-per-agent must be positive");
             }
             let store = common.store()?;
             cleanup(&store, false);
@@ -307,6 +312,7 @@ fn real_main() -> Result<ExitCode> {
                 interval: Duration::from_secs_f64(interval_secs),
                 kill_every: Duration::from_secs_f64(kill_every_secs.max(1.0)),
                 body_bytes,
+                posts_per_agent,
                 seed,
                 net: common.net()?,
                 server: common.server()?,

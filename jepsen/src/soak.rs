@@ -49,6 +49,8 @@ pub struct SoakOpts {
     pub kill_every: Duration,
     /// Bytes of each post's body.
     pub body_bytes: usize,
+    /// Posts a writer makes as one agent before it moves to a new one ([`POSTS_PER_AGENT`]).
+    pub posts_per_agent: u64,
     pub seed: u64,
     pub net: NetMode,
     pub server: PathBuf,
@@ -623,7 +625,7 @@ fn node_samples(c: &Cluster) -> Vec<NodeSample> {
         .collect()
 }
 
-/// Posts a writer makes as one agent before it moves to a freshly registered one. Each content post
+/// Posts a writer makes as one agent, by default, before it moves to a freshly registered one. Each content post
 /// creates a Memory and an agent may create at most `max_memories_per_agent` (100,000 by default):
 /// at ~60 writes/s a writer reaches it in under half an hour, and an hour's soak needs more.
 pub const POSTS_PER_AGENT: u64 = 50_000;
@@ -660,7 +662,10 @@ async fn setup_writers(setup: &Client, writers: u64) -> Result<Vec<(String, Stri
 async fn rotate_writer(client: &Client, label: &str, end: Instant, log: &Path) -> Option<(String, String)> {
     while Instant::now() < end {
         match new_writer(client, label).await {
-            Ok(w) => return Some(w),
+            Ok(w) => {
+                log_line(log, &format!("soak: {label} registered (thread {})", w.1));
+                return Some(w);
+            }
             Err(e) => {
                 log_line(log, &format!("soak: {label}: {e:#}; retrying"));
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -777,13 +782,13 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
         let mut thread = thread;
         let (stats, acked_total, give_up, body) = (stats.clone(), acked_total.clone(), give_up.clone(), body.clone());
         let log = events_log.clone();
-        let seed = o.seed;
+        let (seed, per_agent) = (o.seed, o.posts_per_agent);
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;
             let mut next = Instant::now();
             while Instant::now() < end {
-                if n > 0 && n % POSTS_PER_AGENT == 0 {
-                    let label = format!("writer {w}.{}", n / POSTS_PER_AGENT);
+                if n > 0 && n % per_agent == 0 {
+                    let label = format!("writer {w}.{}", n / per_agent);
                     let Some((key, th)) = rotate_writer(&conn, &label, end, &log).await else { break };
                     client = conn.with_key(key);
                     thread = th;
