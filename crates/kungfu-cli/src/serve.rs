@@ -307,6 +307,8 @@ pub(crate) async fn run(
     let mut failures: u32 = 0;
     let mut not_before: Option<tokio::time::Instant> = None;
     let mut snapshot: Option<Arc<Snapshot>> = None;
+    // Whether copies of the turn still come; the watch task's fatal error is read apart from
+    // them, so the end of the copies never hides it.
     let mut watching = true;
     loop {
         // Start a run when none is in progress, the backoff has passed and work is un-run.
@@ -378,15 +380,14 @@ pub(crate) async fn run(
                 }
             }
             _ = wait_backoff => {}
-            e = &mut fatal_rx, if watching => {
-                watching = false;
-                if let Ok(e) = e {
-                    log(format!("the turn watch failed: {}: {}", e.code, e.message));
-                    if let Some(mut run) = running.take() {
-                        stop(&mut run, args.grace, &mut Box::pin(std::future::pending())).await;
-                    }
-                    return Err(e);
+            e = &mut fatal_rx => {
+                // The task ends only with an error; without one it was lost (a panic).
+                let e = e.unwrap_or_else(|_| CliError::other("the turn watch stopped"));
+                log(format!("the turn watch failed: {}: {}", e.code, e.message));
+                if let Some(mut run) = running.take() {
+                    stop(&mut run, args.grace, &mut Box::pin(std::future::pending())).await;
                 }
+                return Err(e);
             }
             _ = interrupt.recv() => return shutdown(running.take(), args.grace, &mut interrupt, &mut terminate).await,
             _ = terminate.recv() => return shutdown(running.take(), args.grace, &mut interrupt, &mut terminate).await,

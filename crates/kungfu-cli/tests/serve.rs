@@ -355,6 +355,23 @@ fn a_missing_command_is_refused_with_a_usage_error() {
     assert!(s(&e["error"]["message"]).contains("PATH"), "{e}");
 }
 
+#[test]
+fn a_refused_key_ends_the_runner_with_the_node_s_code() {
+    let home = Home::new();
+    let (cluster, endpoint) = one_node(&home);
+    let script = home.script().display().to_string();
+    let out = home
+        .command()
+        .args(["--json", "agent", "serve", "--key", "kf_ag_not_a_real_key", "--endpoint", &endpoint, "--", &script])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(4), "{}\n{}", text(&out), cluster.logs());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let e: Value = serde_json::from_str(stderr.lines().last().unwrap_or_default()).expect("JSON error");
+    assert_eq!(e["error"]["code"], "UNAUTHENTICATED", "{e}");
+    assert!(!home.exists("stdin-1.json"), "nothing ran");
+}
+
 // ---- `kungfu dev up`: a leader kill in the middle ----
 
 /// A base port such that BASE..BASE+3, BASE+100..BASE+103 and BASE+200..BASE+203 are free on

@@ -42,9 +42,9 @@ use rmcp::model::{
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod, SetLevelRequestParams,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
@@ -701,6 +701,31 @@ impl ServerHandler for Door {
             .map_err(|r| features::subscribe_refused(&request.uri, &r))?;
         *self.session.turn.lock().unwrap_or_else(|e| e.into_inner()) = Some(subscription);
         Ok(())
+    }
+
+    // 2026-07-28: `subscriptions/listen` may ask for `kungfu://turn` among its resource
+    // subscriptions; every other category and URI is left out of what is accepted.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_ref()
+            .map(|uris| uris.iter().filter(|u| u.as_str() == features::TURN_URI).cloned().collect());
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let turn = context.accepted().resource_subscriptions.as_ref().is_some_and(|u| !u.is_empty());
+        if !turn {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let caller =
+            self.caller(context.request_context()).map_err(|r| features::subscribe_refused(features::TURN_URI, &r))?;
+        let stop = context.request_context().ct.child_token();
+        crate::subscription::listen(&self.api, caller, context.sink().clone(), stop)
+            .await
+            .map_err(|r| features::subscribe_refused(features::TURN_URI, &r))
     }
 
     async fn unsubscribe(

@@ -20,8 +20,8 @@ use crate::result::refusal;
 use kungfu_types::{Code, Rejection};
 use prost_reflect::{DynamicMessage, Value as Proto};
 use rmcp::Peer;
-use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::service::RoleServer;
+use rmcp::model::{ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification};
+use rmcp::service::{RoleServer, SubscriptionSink};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -51,13 +51,49 @@ impl TurnSubscription {
     pub async fn start(api: &Api, caller: Caller, peer: Peer<RoleServer>) -> Result<TurnSubscription, Rejection> {
         let stream = open(api, &caller, "").await?;
         let stop = CancellationToken::new();
-        tokio::spawn(follow(api.clone(), caller, peer, stream, stop.clone()));
+        tokio::spawn(follow(api.clone(), caller, Notifier::Peer(peer), stream, stop.clone()));
         Ok(TurnSubscription { stop })
     }
 
     /// Whether the watch still runs (false once a definite refusal or a gone session ended it).
     pub fn is_live(&self) -> bool {
         !self.stop.is_cancelled()
+    }
+}
+
+/// A 2026-07-28 `subscriptions/listen` that accepted [`TURN_URI`]: follows the turn until `stop`
+/// (the listen request's end), sending each notification through the subscription's sink, which
+/// tags it with the subscription's id. A refusal to open the watch is the answer.
+pub async fn listen(
+    api: &Api,
+    caller: Caller,
+    sink: SubscriptionSink,
+    stop: CancellationToken,
+) -> Result<(), Rejection> {
+    let stream = open(api, &caller, "").await?;
+    follow(api.clone(), caller, Notifier::Sink(sink), stream, stop).await;
+    Ok(())
+}
+
+/// Where the notifications of a subscription go: the session (`resources/subscribe`) or a
+/// `subscriptions/listen` stream.
+enum Notifier {
+    Peer(Peer<RoleServer>),
+    Sink(SubscriptionSink),
+}
+
+impl Notifier {
+    /// Sends one `notifications/resources/updated` of the turn; false when nobody takes it any more.
+    async fn turn_updated(&self) -> bool {
+        // §12: the URI only.
+        let param = ResourceUpdatedNotificationParam::new(TURN_URI);
+        match self {
+            Notifier::Peer(peer) => peer.notify_resource_updated(param).await.is_ok(),
+            Notifier::Sink(sink) => sink
+                .send(ServerNotification::ResourceUpdatedNotification(ResourceUpdatedNotification::new(param)))
+                .await
+                .is_ok(),
+        }
     }
 }
 
@@ -86,7 +122,7 @@ fn list_len(msg: &DynamicMessage, field: &str) -> usize {
 async fn follow(
     api: Api,
     caller: Caller,
-    peer: Peer<RoleServer>,
+    notify: Notifier,
     mut stream: tonic::Streaming<DynamicMessage>,
     stop: CancellationToken,
 ) {
@@ -116,9 +152,7 @@ async fn follow(
                 cursor = next;
                 backoff = REOPEN_FIRST;
                 if changed && !first {
-                    // §12: the URI only.
-                    let sent = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(TURN_URI)).await;
-                    if sent.is_err() {
+                    if !notify.turn_updated().await {
                         stop.cancel();
                         return;
                     }
