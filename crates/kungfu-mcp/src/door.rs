@@ -679,7 +679,7 @@ impl ServerHandler for Door {
     }
 
     // 2025-11-25 sessions and the stdio door: rmcp answers Method not found to a 2026-07-28
-    // request itself (its `subscriptions/listen` is not served yet).
+    // request itself, whose way to subscribe is `subscriptions/listen` (below).
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,

@@ -1,4 +1,5 @@
-//! [`TurnSubscription`]: `resources/subscribe` of [`TURN_URI`] for one session (issue #35). The
+//! [`TurnSubscription`]: `resources/subscribe` of [`TURN_URI`] for one session (issue #35), and
+//! [`listen`], the same for a 2026-07-28 `subscriptions/listen` that asks for it. The
 //! door holds the node's `WatchTurn` for the caller's key and sends
 //! `notifications/resources/updated` (the URI only) each time the turn changes; the host then
 //! reads the resource, with its own key, if it wants the turn.

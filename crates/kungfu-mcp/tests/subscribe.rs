@@ -136,3 +136,46 @@ async fn a_subscription_with_a_bad_key_is_refused_with_the_node_s_code() {
     let ServiceError::McpError(e) = refused else { panic!("a JSON-RPC error, not {refused:?}") };
     assert_eq!(e.data.as_ref().and_then(|d| d.get("code")), Some(&json!("UNAUTHENTICATED")), "{e:?}");
 }
+
+#[tokio::test]
+async fn a_2026_listen_for_the_turn_is_told_when_an_obligation_arises_and_other_uris_are_left_out() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let cluster = Cluster::start(1, "http_listen = \"127.0.0.1:0\"\n");
+    let node = &cluster.nodes[&1];
+    let mcp = mcp_addr(node).await;
+    let anon = Client { channel: connect(node.api).await, key: None };
+    let (_, lead) = register_when_serving(&anon, "lead", || cluster.logs()).await;
+    let (_, worker) = register_when_serving(&anon, "worker", || cluster.logs()).await;
+    let lead = plain(mcp, lead.key.as_deref().expect("key")).await;
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{mcp}/mcp"))
+        .auth_header(worker.key.as_deref().expect("key"));
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let worker = ClientConfig::default()
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+        .await
+        .expect("starts");
+
+    let created = call(&lead, "thread_create", json!({"subject": "wake", "grant": {"role": "ROLE_SPEAKER"}})).await;
+    let thread = created["receipt"]["thread_created"]["thread"].clone();
+    call(&worker, "thread_join", json!({"grant_secret": created["grant_secret"]})).await;
+
+    let filter = SubscriptionFilter::builder()
+        .resource_subscription("kungfu://turn")
+        .resource_subscription("kungfu://tools")
+        .tools_list_changed()
+        .build();
+    let mut listening = worker.listen(filter).await.expect("listening");
+    let accepted = listening.acknowledged().clone();
+    assert_eq!(accepted.resource_subscriptions, Some(vec!["kungfu://turn".to_string()]), "{accepted:?}");
+    assert_eq!(accepted.tools_list_changed, None, "{accepted:?}");
+
+    call(&lead, "thread_post", json!({"thread": thread, "body": {"content": "secret plan"}})).await;
+    let told = tokio::time::timeout(BOUND, listening.next())
+        .await
+        .unwrap_or_else(|_| panic!("no notification\n{}", cluster.logs()))
+        .expect("a notification")
+        .expect("still listening");
+    let ServerNotification::ResourceUpdatedNotification(n) = told else { panic!("a resource update, not {told:?}") };
+    assert_eq!(n.params.uri, "kungfu://turn");
+    assert!(!serde_json::to_string(&n.params).expect("json").contains("secret"), "the URI only");
+}
