@@ -106,6 +106,10 @@ pub enum Command {
     /// Follow a thread's entries or your turn as they change (until interrupted).
     #[command(subcommand)]
     Watch(WatchCmd),
+    /// Act for an agent while nobody is at the keyboard: `agent serve` runs a command whenever
+    /// the agent's turn holds work (docs/wake.md).
+    #[command(subcommand)]
+    Agent(AgentCmd),
     /// A local cluster for trying Kungfu: `dev up` starts it in the background, `dev down` stops it.
     #[command(subcommand)]
     Dev(DevCmd),
@@ -192,6 +196,38 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "ARGS")]
         args: Vec<std::ffi::OsString>,
     },
+}
+
+/// `kungfu agent …`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// A standby runner: holds the agent's turn watch (reopened from its cursor after a node
+    /// failure or a leader change) and, whenever the turn holds an obligation no run was started
+    /// for, runs COMMAND (no shell) with the turn as JSON on stdin and KUNGFU_TURN_CURSOR,
+    /// KUNGFU_ENDPOINTS, KUNGFU_PROFILE, KUNGFU_AGENT and KUNGFU_RUN in its environment. One run at
+    /// a time; what arrives during a run is one next run. A run that exits non-zero is retried
+    /// after a backoff that doubles up to --max-retry-backoff. One line per run on stderr.
+    /// SIGINT or SIGTERM: the run in progress gets SIGTERM, then SIGKILL after --grace; then exit 0.
+    /// Example: `kungfu agent serve --profile alice -- claude -p "Resume your Kungfu turn"`.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// The wait before retrying after a run that failed, in seconds; it doubles with each failure
+    /// in a row.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = seconds)]
+    pub retry_backoff: Duration,
+    /// The longest wait before retrying after failed runs, in seconds.
+    #[arg(long, value_name = "SECS", default_value = "300", value_parser = seconds)]
+    pub max_retry_backoff: Duration,
+    /// On SIGINT or SIGTERM, how long the run in progress may take to stop after SIGTERM before it
+    /// is killed, in seconds.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds)]
+    pub grace: Duration,
+    /// The program and its arguments, after `--`; run directly, without a shell.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// The shells `kungfu completions` writes a script for.
@@ -617,7 +653,8 @@ pub enum WatchCmd {
         #[arg(long, default_value_t = 0)]
         after: u64,
     },
-    /// Print the changes of your turn: what was added or changed, what ended.
+    /// Print the changes of your turn: what was added or changed, what ended. The stream is
+    /// reopened from the last cursor when a node fails or the leader changes.
     Turn {
         /// Resume from a cursor printed earlier (empty: the whole turn first).
         #[arg(long, default_value = "")]

@@ -86,6 +86,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             Err(CliError::other("dev, demo, bench, mcp and completions are handled before connecting"))
         }
         Command::Watch(c) => watch(&ctx, c).await,
+        Command::Agent(crate::cli::AgentCmd::Serve(args)) => {
+            crate::serve::run(&ctx, &cli.profile, saved.agent_id.clone(), &endpoints, args).await
+        }
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
     }
 }
@@ -187,7 +190,7 @@ async fn register(
     Ok(())
 }
 
-fn obligation(o: &Option<pb::ObligationRef>) -> String {
+pub(crate) fn obligation(o: &Option<pb::ObligationRef>) -> String {
     use pb::obligation_ref::Kind;
     match o.as_ref().and_then(|o| o.kind.as_ref()) {
         Some(Kind::Response(r)) => format!("response {}#{} by {}", r.thread, r.entry, r.responder),
@@ -1019,8 +1022,10 @@ async fn watch(ctx: &Ctx, cmd: crate::cli::WatchCmd) -> Result<(), CliError> {
             }
         }
         WatchCmd::Turn { cursor } => {
-            let mut stream = c.watch_turn(&cursor).await?;
-            while let Some(event) = stream.message().await.map_err(status_error)? {
+            // Reopened from the last cursor when a node fails or the leader changes.
+            let mut watch = crate::turn_watch::TurnWatch::new(c.clone(), cursor, None, Some("kungfu watch turn"));
+            loop {
+                let event = watch.next().await?;
                 if ctx.json {
                     println!("{}", to_json(&event));
                     continue;

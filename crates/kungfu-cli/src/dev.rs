@@ -207,7 +207,7 @@ fn alive(pid: u32, config: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     // A process that is already gone is what we want; the status does not matter.
     let _ = Command::new("kill").arg(sig).arg(pid.to_string()).stderr(Stdio::null()).status();
 }

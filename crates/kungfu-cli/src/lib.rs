@@ -16,3 +16,5 @@ mod mcp;
 pub mod output;
 mod profile;
 mod record;
+mod serve;
+mod turn_watch;

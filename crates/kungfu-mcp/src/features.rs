@@ -7,6 +7,7 @@
 //!   (`error`). The data is structure only, never participant content (L6).
 //! - Resources: [`TOOLS_URI`] (the tool table, Markdown), [`TURN_URI`] (the caller's turn, JSON,
 //!   from `turn_get`) and the template [`WORKING_SET_TEMPLATE`] (`working_set_get` of one id).
+//!   Only [`TURN_URI`] can be subscribed to (`resources/subscribe`, [`crate::subscription`]).
 //! - Prompts: [`RESUME_PROMPT`], which tells a model how to pick its work up from its turn.
 #![allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); it is still part of both revisions.
 
@@ -175,6 +176,33 @@ pub fn read_refused(uri: &str, rejection: Json) -> ErrorData {
         m.insert("uri".into(), json!(uri));
     }
     ErrorData::invalid_request(format!("the node refused the read: {code}; next step: {next}"), Some(data))
+}
+
+/// `resources/subscribe` of a resource that exists but cannot be subscribed to: only the turn
+/// changes per caller in a way worth a notification.
+pub fn not_subscribable(uri: &str) -> ErrorData {
+    let shown: String = uri.chars().take(256).collect();
+    ErrorData::invalid_params(
+        format!("{shown} cannot be subscribed to; only {TURN_URI} can (read the others when you need them)"),
+        Some(json!({"uri": uri, "code": "INVALID_ARGUMENT", "field": "uri", "next_step": "revise"})),
+    )
+}
+
+/// A subscription the node refused (a missing or bad key, too many watch streams): a JSON-RPC
+/// error whose data is the structured rejection a tool call would answer.
+pub fn subscribe_refused(uri: &str, rejection: &kungfu_types::Rejection) -> ErrorData {
+    let mut data = crate::result::rejection_json(rejection, None);
+    if let Json::Object(m) = &mut data {
+        m.insert("uri".into(), json!(uri));
+    }
+    ErrorData::invalid_request(
+        format!(
+            "the node refused the subscription: {}; next step: {}",
+            rejection.code.as_str(),
+            rejection.next.as_str()
+        ),
+        Some(data),
+    )
 }
 
 fn resume_prompt() -> Prompt {

@@ -55,6 +55,8 @@
 //!   DELETE answered 204.
 //! - [`sessions`]: the bounded session manager of the 2025-11-25 revision.
 //! - [`stdio`]: [`serve_stdio`], the stdio door that `kungfu mcp` runs.
+//! - [`subscription`]: `resources/subscribe` of `kungfu://turn`: the session's turn watch, and
+//!   `notifications/resources/updated` (the URI only) when the turn changes.
 //! - [`error`]: [`Error`], what can stop a door.
 
 pub mod budget;
@@ -69,6 +71,7 @@ pub mod result;
 pub mod schema;
 pub mod sessions;
 pub mod stdio;
+pub mod subscription;
 pub mod tasks;
 pub mod toolsets;
 pub mod waits;
