@@ -7,6 +7,7 @@ use crate::ctx::{Ctx, KeySource, MAX_PAGES, command_key, endpoints, read_path, s
 use crate::error::CliError;
 use crate::output::{self, cell, content_text, instant, pairs, table, to_json};
 use crate::profile::{self, Profile};
+use crate::turn_watch::obligation;
 use kungfu_client::{Client, ClientOptions, Post, RetryCause, RetryHook, Retrying, Written, pb};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -188,18 +189,6 @@ async fn register(
         ],
     );
     Ok(())
-}
-
-pub(crate) fn obligation(o: &Option<pb::ObligationRef>) -> String {
-    use pb::obligation_ref::Kind;
-    match o.as_ref().and_then(|o| o.kind.as_ref()) {
-        Some(Kind::Response(r)) => format!("response {}#{} by {}", r.thread, r.entry, r.responder),
-        Some(Kind::AssignmentDelivery(a)) => format!("delivery {a}"),
-        Some(Kind::AssignmentJudgment(a)) => format!("judgment {a}"),
-        Some(Kind::EngagementDelivery(e)) => format!("delivery {e}"),
-        Some(Kind::EngagementJudgment(e)) => format!("judgment {e}"),
-        None => "-".to_string(),
-    }
 }
 
 fn next_step(n: i32) -> String {

@@ -20,11 +20,10 @@
 //! was given, and reads the turn itself for anything newer.
 
 use crate::cli::ServeArgs;
-use crate::commands::obligation;
 use crate::ctx::{Ctx, KeySource};
 use crate::error::CliError;
 use crate::output::to_json;
-use crate::turn_watch::{TurnReplica, TurnWatch, obligation_id};
+use crate::turn_watch::{TurnReplica, TurnWatch, obligation, obligation_id};
 use kungfu_client::pb;
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -158,6 +158,19 @@ impl TurnWatch {
     }
 }
 
+/// An obligation as one short line (the `kungfu turn` table, the runner's log).
+pub(crate) fn obligation(o: &Option<pb::ObligationRef>) -> String {
+    use pb::obligation_ref::Kind;
+    match o.as_ref().and_then(|o| o.kind.as_ref()) {
+        Some(Kind::Response(r)) => format!("response {}#{} by {}", r.thread, r.entry, r.responder),
+        Some(Kind::AssignmentDelivery(a)) => format!("delivery {a}"),
+        Some(Kind::AssignmentJudgment(a)) => format!("judgment {a}"),
+        Some(Kind::EngagementDelivery(e)) => format!("delivery {e}"),
+        Some(Kind::EngagementJudgment(e)) => format!("judgment {e}"),
+        None => "-".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
