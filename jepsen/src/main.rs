@@ -83,7 +83,8 @@ enum Command {
         /// Run every run of the profile for this many seconds instead (a shortened soak).
         #[arg(long)]
         run_seconds: Option<u64>,
-        /// Only the runs of these workloads (comma-separated).
+        /// Only the runs of these workloads (comma-separated; `soak` is the nightly profile's
+        /// soak).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
@@ -116,6 +117,10 @@ enum Command {
         /// Bytes of each post's body.
         #[arg(long, default_value_t = 1024)]
         body_bytes: usize,
+        /// Fresh random bytes in each post's body (incompressible: disk per write at its worst)
+        /// instead of one repeated byte.
+        #[arg(long)]
+        random_body: bool,
         /// Posts a writer makes as one agent before it moves to a newly registered one (an agent
         /// may create at most 100,000 Memories).
         #[arg(long, default_value_t = kungfu_jepsen::soak::POSTS_PER_AGENT)]
@@ -291,6 +296,7 @@ fn real_main() -> Result<ExitCode> {
             interval_secs,
             kill_every_secs,
             body_bytes,
+            random_body,
             posts_per_agent,
             seed,
             common,
@@ -312,6 +318,7 @@ fn real_main() -> Result<ExitCode> {
                 interval: Duration::from_secs_f64(interval_secs),
                 kill_every: Duration::from_secs_f64(kill_every_secs.max(1.0)),
                 body_bytes,
+                random_body,
                 posts_per_agent,
                 seed,
                 net: common.net()?,

@@ -49,6 +49,9 @@ pub struct SoakOpts {
     pub kill_every: Duration,
     /// Bytes of each post's body.
     pub body_bytes: usize,
+    /// Each post's body fresh random bytes (incompressible: disk per write at its worst) instead
+    /// of one repeated byte.
+    pub random_body: bool,
     /// Posts a writer makes as one agent before it moves to a new one ([`POSTS_PER_AGENT`]).
     pub posts_per_agent: u64,
     pub seed: u64,
@@ -758,10 +761,11 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
     log_line(
         &events_log,
         &format!(
-            "soak: {} writer(s) over {} connection(s), {}-byte posts, rate {}, calm {:.0} s then kills {:.0} s; a sample every {:.0} s",
+            "soak: {} writer(s) over {} connection(s), {}-byte posts ({}), rate {}, calm {:.0} s then kills {:.0} s; a sample every {:.0} s",
             o.writers,
             connections.len(),
             o.body_bytes,
+            if o.random_body { "random bytes" } else { "one repeated byte" },
             o.rate.map(|r| format!("<= {r}/s")).unwrap_or_else(|| "uncapped".into()),
             o.calm.as_secs_f64(),
             o.kill.as_secs_f64(),
@@ -774,6 +778,7 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
     let give_up = Arc::new(AtomicBool::new(false));
     let events = Arc::new(Mutex::new(Vec::<String>::new()));
     let body: Arc<[u8]> = vec![b'x'; o.body_bytes].into();
+    let random_body = o.random_body;
     let pace = o.rate.map(|r| Duration::from_secs_f64(o.writers as f64 / r.max(0.001)));
     let mut tasks = Vec::new();
     for (w, (key, thread)) in writers.into_iter().enumerate() {
@@ -786,6 +791,8 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;
             let mut next = Instant::now();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut fresh = vec![0u8; body.len()];
             while Instant::now() < end {
                 if n > 0 && n % per_agent == 0 {
                     let label = format!("writer {w}.{}", n / per_agent);
@@ -795,7 +802,14 @@ pub async fn run_soak(o: &SoakOpts) -> Result<SoakReport> {
                 }
                 let key = format!("soak-{seed}-{w}-{n}");
                 n += 1;
-                if let Some(us) = write_until_definite(&client, &thread, &body, &key, &stats, &give_up, &log).await {
+                // A resend carries the same body (its key is the same write).
+                let this: &[u8] = if random_body {
+                    rng.fill(fresh.as_mut_slice());
+                    &fresh
+                } else {
+                    &body
+                };
+                if let Some(us) = write_until_definite(&client, &thread, this, &key, &stats, &give_up, &log).await {
                     let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
                     s.acked += 1;
                     s.hist.record(us);

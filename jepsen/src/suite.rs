@@ -1,11 +1,17 @@
 //! Suites: the `ci` profile (every workload once under its nemeses, plus canaries that must be
 //! found INVALID; about fifteen minutes) and the `nightly` profile (five nodes, every workload under
-//! every nemesis, long runs, for a soak by hand).
+//! every nemesis, long runs, for a soak by hand), which ends with the hour's soak (issue #36).
+//!
+//! The `ci` profile has no soak: what a soak judges is drift over an hour (throughput, p99, RSS),
+//! and minutes of it judge only the warm-up (the caches filling); what a short one could still
+//! check (no acknowledged write lost across kills, convergence, clean logs) the `ci` workloads
+//! check already.
 
 use crate::checker::Validity;
 use crate::cluster::NetMode;
 use crate::nemesis::Kind;
 use crate::run::{RunSummary, TestOpts, run_test};
+use crate::soak::{SoakOpts, SoakReport, Targets, run_soak};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -126,7 +132,67 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
     })
 }
 
-/// Runs every run of the plan, one after another; an infrastructure error fails that run.
+/// The name of the nightly profile's soak, which `--only soak` selects.
+pub const SOAK: &str = "soak";
+
+/// The nightly profile's soak: the hour of `docs/benchmarks.md` ("Soak: how it is measured"), or
+/// with `--run-seconds` a calm phase that long and a sixth of it with kills.
+pub fn nightly_soak(s: &SuiteOpts) -> Option<SoakOpts> {
+    if s.profile != "nightly" || !(s.only.is_empty() || s.only.iter().any(|o| o == SOAK)) {
+        return None;
+    }
+    let (calm, kill) = match s.run_seconds {
+        Some(secs) => (Duration::from_secs(secs.max(60)), Duration::from_secs(secs.max(60) / 6)),
+        None => (Duration::from_secs(3600), Duration::from_secs(600)),
+    };
+    Some(SoakOpts {
+        nodes: 3,
+        writers: 64,
+        connections: 8,
+        rate: Some(2000.0),
+        calm,
+        kill,
+        interval: Duration::from_secs(10),
+        kill_every: Duration::from_secs(60),
+        body_bytes: 1024,
+        random_body: false,
+        posts_per_agent: crate::soak::POSTS_PER_AGENT,
+        seed: s.seed,
+        net: s.net,
+        server: s.server.clone(),
+        store: s.store.clone(),
+        keep_data: false,
+        targets: Targets::default(),
+    })
+}
+
+/// A soak's line in the suite's table: its writes, its kills, and its verdict (every check, as
+/// `soak.txt` shows them, counted as anomalies when failed).
+pub fn soak_summary(o: &SoakOpts, r: &SoakReport) -> RunSummary {
+    let acked = r.samples.last().map(|x| x.acked_total).unwrap_or(0);
+    let refused: u64 = r.samples.iter().map(|x| x.refused).sum();
+    let resends: u64 = r.samples.iter().map(|x| x.resends).sum();
+    let kills = r.samples.iter().flat_map(|x| &x.events).filter(|e| e.starts_with("kill ")).count() as u64;
+    let passed = r.verdict.passed();
+    RunSummary {
+        name: format!("{SOAK} {}n {}w {}/s", o.nodes, o.writers, o.rate.unwrap_or(0.0)),
+        seed: o.seed,
+        attempted: acked + refused,
+        ok: acked,
+        fail: refused,
+        info: resends,
+        faults: if kills > 0 { [("kill".to_string(), kills)].into() } else { Default::default() },
+        anomalies: r.verdict.checks.iter().filter(|c| !c.pass).count() as u64,
+        valid: if passed { "PASS" } else { "FAIL" }.into(),
+        expected: "PASS".into(),
+        passed,
+        dir: r.dir.clone(),
+        error: None,
+    }
+}
+
+/// Runs every run of the plan, one after another, then the profile's soak if it has one; an
+/// infrastructure error fails that run.
 pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
     let mut out = Vec::new();
     for mut t in plan(s)?.into_iter().filter(|t| s.only.is_empty() || s.only.contains(&t.workload)) {
@@ -158,6 +224,37 @@ pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
             summary.expected,
             summary.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
         );
+        out.push(summary);
+    }
+    if let Some(o) = nightly_soak(s) {
+        eprintln!(
+            "== {SOAK} (seed {}): {:.0} calm minutes, then {:.0} with kills",
+            o.seed,
+            o.calm.as_secs_f64() / 60.0,
+            o.kill.as_secs_f64() / 60.0
+        );
+        let summary = match run_soak(&o).await {
+            Ok(r) => {
+                eprintln!("{}", r.verdict.text());
+                soak_summary(&o, &r)
+            }
+            Err(e) => RunSummary {
+                name: SOAK.into(),
+                seed: o.seed,
+                attempted: 0,
+                ok: 0,
+                fail: 0,
+                info: 0,
+                faults: Default::default(),
+                anomalies: 0,
+                valid: "ERROR".into(),
+                expected: "PASS".into(),
+                passed: false,
+                dir: o.store.clone(),
+                error: Some(format!("{e:#}")),
+            },
+        };
+        eprintln!("   {}{}", summary.valid, summary.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default());
         out.push(summary);
     }
     Ok(out)
@@ -194,4 +291,75 @@ pub fn table(runs: &[RunSummary], header: &str) -> String {
     let passed = runs.iter().filter(|r| r.passed).count();
     s.push_str(&format!("{passed} passed, {} failed\n", runs.len() - passed));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::soak::{Check, Hist, Phase, Sample, Verdict};
+
+    fn opts(profile: &str, only: &[&str], run_seconds: Option<u64>) -> SuiteOpts {
+        SuiteOpts {
+            profile: profile.into(),
+            seed: 7,
+            net: NetMode::Loopback,
+            server: PathBuf::from("kungfud"),
+            canary_server: None,
+            store: PathBuf::from("store"),
+            run_seconds,
+            only: only.iter().map(|o| o.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_nightly_profile_ends_with_the_hour_and_ci_has_no_soak() {
+        let o = nightly_soak(&opts("nightly", &[], None)).expect("nightly soaks");
+        assert_eq!((o.calm.as_secs(), o.kill.as_secs(), o.writers, o.rate), (3600, 600, 64, Some(2000.0)));
+        assert_eq!(o.seed, 7);
+        assert!(nightly_soak(&opts("ci", &[], None)).is_none());
+        assert!(nightly_soak(&opts("nightly", &["facts"], None)).is_none(), "--only without soak leaves it out");
+        assert!(nightly_soak(&opts("nightly", &["facts", SOAK], None)).is_some());
+        let short = nightly_soak(&opts("nightly", &[], Some(600))).expect("shortened");
+        assert_eq!((short.calm.as_secs(), short.kill.as_secs()), (600, 100));
+    }
+
+    #[test]
+    fn a_soak_that_fails_a_check_fails_its_line_of_the_suite() {
+        let o = nightly_soak(&opts("nightly", &[], Some(600))).expect("nightly soaks");
+        let sample = |acked_total, refused, events: Vec<String>| Sample {
+            elapsed: 10.0,
+            secs: 10.0,
+            phase: Some(Phase::Calm),
+            acked: 100,
+            acked_total,
+            resends: 1,
+            refused,
+            hist: Hist::default(),
+            nodes: Vec::new(),
+            events,
+        };
+        let check = |pass| Check { what: "x".into(), figure: "y".into(), target: "z".into(), pass };
+        let mut r = SoakReport {
+            dir: PathBuf::from("run"),
+            samples: vec![
+                sample(100, 0, Vec::new()),
+                sample(200, 2, vec!["kill n1 (leader)".into(), "restart n1".into()]),
+            ],
+            verdict: Verdict {
+                window_secs: 100.0,
+                window_note: String::new(),
+                checks: vec![check(true), check(true)],
+                notes: Vec::new(),
+            },
+        };
+        let line = soak_summary(&o, &r);
+        assert!(line.passed);
+        assert_eq!((line.attempted, line.ok, line.fail, line.info), (202, 200, 2, 2));
+        assert_eq!(line.faults.get("kill"), Some(&1));
+        r.verdict.checks[1].pass = false;
+        let line = soak_summary(&o, &r);
+        assert!(!line.passed);
+        assert_eq!((line.valid.as_str(), line.anomalies), ("FAIL", 1));
+        assert!(table(&[line], "suite").contains("FAIL UNEXPECTED"));
+    }
 }
