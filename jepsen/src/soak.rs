@@ -225,29 +225,50 @@ impl Sample {
     }
 }
 
-/// The allocated bytes under `path` (`st_blocks × 512`); files that vanish during the walk (as
-/// compaction removes them) are skipped, links are not followed.
+/// Files a walk has counted, by device and inode: a snapshot's checkpoint hard-links the state's
+/// table and blob files, and the same blocks must not count twice.
+type Seen = std::collections::HashSet<(u64, u64)>;
+
+/// What a walk adds up.
+#[derive(Clone, Copy)]
+enum Measure {
+    /// `st_blocks × 512` of files and of directories themselves.
+    Allocated,
+    /// The files' lengths.
+    Apparent,
+}
+
+/// The allocated bytes under `path` (`st_blocks × 512`), each file once however many links to it
+/// the walk meets; files that vanish during the walk (as compaction removes them) are skipped,
+/// symbolic links are not followed.
 pub fn allocated(path: &Path) -> u64 {
+    walk(path, Measure::Allocated, &mut Seen::new())
+}
+
+/// The lengths of the files under `path`, each file once.
+fn apparent(path: &Path) -> u64 {
+    walk(path, Measure::Apparent, &mut Seen::new())
+}
+
+/// `how` under `path`, skipping files already in `seen` (and adding those it counts).
+fn walk(path: &Path, how: Measure, seen: &mut Seen) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::symlink_metadata(path) else { return 0 };
     if meta.is_dir() {
-        let own = meta.blocks() * 512;
+        let own = match how {
+            Measure::Allocated => meta.blocks() * 512,
+            Measure::Apparent => 0,
+        };
         let Ok(entries) = std::fs::read_dir(path) else { return own };
-        own + entries.flatten().map(|e| allocated(&e.path())).sum::<u64>()
+        own + entries.flatten().map(|e| walk(&e.path(), how, seen)).sum::<u64>()
     } else if meta.is_file() {
-        meta.blocks() * 512
-    } else {
-        0
-    }
-}
-
-/// The lengths of the files under `path`.
-fn apparent(path: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return 0 };
-    if meta.is_dir() {
-        std::fs::read_dir(path).map(|it| it.flatten().map(|e| apparent(&e.path())).sum()).unwrap_or(0)
-    } else if meta.is_file() {
-        meta.len()
+        if meta.nlink() > 1 && !seen.insert((meta.dev(), meta.ino())) {
+            return 0;
+        }
+        match how {
+            Measure::Allocated => meta.blocks() * 512,
+            Measure::Apparent => meta.len(),
+        }
     } else {
         0
     }
@@ -257,16 +278,20 @@ fn apparent(path: &Path) -> u64 {
 /// `log/`, `state/` and `state.*`, `snapshots/`; the total includes the rest).
 pub fn disk_of(data: &Path) -> Disk {
     let mut d = Disk { total: allocated(data), apparent: apparent(data), ..Disk::default() };
-    if let Ok(entries) = std::fs::read_dir(data) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let bytes = allocated(&e.path());
-            match name.as_str() {
-                "log" => d.log += bytes,
-                "snapshots" => d.snapshots += bytes,
-                n if n == "state" || n.starts_with("state.") => d.state += bytes,
-                _ => {}
-            }
+    let Ok(entries) = std::fs::read_dir(data) else { return d };
+    let mut parts: Vec<(String, PathBuf)> =
+        entries.flatten().map(|e| (e.file_name().to_string_lossy().to_string(), e.path())).collect();
+    // The state before the snapshots: a file both hold (a checkpoint's hard link) is the state's,
+    // and the snapshots part is what they hold besides it.
+    parts.sort_by_key(|(name, _)| name == "snapshots");
+    let mut seen = Seen::new();
+    for (name, path) in parts {
+        let bytes = walk(&path, Measure::Allocated, &mut seen);
+        match name.as_str() {
+            "log" => d.log += bytes,
+            "snapshots" => d.snapshots += bytes,
+            n if n == "state" || n.starts_with("state.") => d.state += bytes,
+            _ => {}
         }
     }
     d
@@ -1173,6 +1198,14 @@ mod tests {
         assert!(d.log >= 10_000 && d.state >= 10_000 && d.snapshots >= 10_000, "{d:?}");
         assert!(d.total >= d.log + d.state + d.snapshots, "{d:?}");
         assert_eq!(d.apparent, 30_000, "{d:?}");
+        // A checkpoint's hard link to a state file is the same blocks: counted once, in the state.
+        std::fs::write(dir.join("state").join("table"), vec![2u8; 100_000]).expect("write");
+        std::fs::hard_link(dir.join("state").join("table"), dir.join("snapshots").join("table")).expect("link");
+        let linked = disk_of(&dir);
+        assert!(linked.state >= d.state + 100_000, "{linked:?}");
+        assert_eq!(linked.snapshots, d.snapshots, "the link adds nothing to the snapshots: {linked:?}");
+        assert_eq!(linked.apparent, 130_000, "{linked:?}");
+        assert!(linked.total < d.total + 2 * 100_000, "counted once in the total: {linked:?}");
         assert_eq!(disk_of(&dir.join("absent")), Disk::default());
         let _ = std::fs::remove_dir_all(&dir);
     }
