@@ -191,6 +191,25 @@ pub fn soak_summary(o: &SoakOpts, r: &SoakReport) -> RunSummary {
     }
 }
 
+/// The line of a run the harness could not carry out to a verdict (an infrastructure error).
+fn unjudged(name: String, seed: u64, expected: &str, dir: &std::path::Path, e: &anyhow::Error) -> RunSummary {
+    RunSummary {
+        name,
+        seed,
+        attempted: 0,
+        ok: 0,
+        fail: 0,
+        info: 0,
+        faults: Default::default(),
+        anomalies: 0,
+        valid: "ERROR".into(),
+        expected: expected.into(),
+        passed: false,
+        dir: dir.to_path_buf(),
+        error: Some(format!("{e:#}")),
+    }
+}
+
 /// Runs every run of the plan, one after another, then the profile's soak if it has one; an
 /// infrastructure error fails that run.
 pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
@@ -202,21 +221,7 @@ pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
         eprintln!("== run {} (seed {})", t.name(), t.seed);
         let summary = match run_test(&t).await {
             Ok(r) => r,
-            Err(e) => RunSummary {
-                name: t.name(),
-                seed: t.seed,
-                attempted: 0,
-                ok: 0,
-                fail: 0,
-                info: 0,
-                faults: Default::default(),
-                anomalies: 0,
-                valid: "ERROR".into(),
-                expected: t.expect.as_str().into(),
-                passed: false,
-                dir: t.store.clone(),
-                error: Some(format!("{e:#}")),
-            },
+            Err(e) => unjudged(t.name(), t.seed, t.expect.as_str(), &t.store, &e),
         };
         eprintln!(
             "   {} ({} expected){}",
@@ -238,21 +243,7 @@ pub async fn run_suite(s: &SuiteOpts) -> anyhow::Result<Vec<RunSummary>> {
                 eprintln!("{}", r.verdict.text());
                 soak_summary(&o, &r)
             }
-            Err(e) => RunSummary {
-                name: SOAK.into(),
-                seed: o.seed,
-                attempted: 0,
-                ok: 0,
-                fail: 0,
-                info: 0,
-                faults: Default::default(),
-                anomalies: 0,
-                valid: "ERROR".into(),
-                expected: "PASS".into(),
-                passed: false,
-                dir: o.store.clone(),
-                error: Some(format!("{e:#}")),
-            },
+            Err(e) => unjudged(SOAK.into(), o.seed, "PASS", &o.store, &e),
         };
         eprintln!("   {}{}", summary.valid, summary.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default());
         out.push(summary);

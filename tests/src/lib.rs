@@ -171,12 +171,6 @@ impl Drop for NodeProc {
 /// The `[raft]` settings of test clusters: fast heartbeats and elections.
 pub const TEST_RAFT: &str = "heartbeat_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600";
 
-/// How many times a cluster start is made before a port taken under it fails the test.
-const START_ATTEMPTS: usize = 4;
-
-/// What a node logs once its raft and API listeners are bound (`server.rs`).
-const SERVING: &str = "serving the public API";
-
 /// A cluster of node processes in a temporary directory.
 #[derive(Debug)]
 pub struct Cluster {
@@ -199,19 +193,6 @@ impl Cluster {
     /// `host` (e.g. `localhost`, as a deployment names its nodes by DNS) instead of an IP; the
     /// nodes still listen on 127.0.0.1.
     pub fn start_named(n: u64, extra: &str, raft_settings: &str, host: &str) -> Cluster {
-        // A port checked free by `free_port` can still be taken by another test process before the
-        // node binds it; such a start is made again on new ports (a few times), not failed.
-        for _ in 1..START_ATTEMPTS {
-            let mut cluster = Cluster::start_once(n, extra, raft_settings, host);
-            if !cluster.lost_a_port() {
-                return cluster;
-            }
-            // Dropped: its processes killed, its directory removed.
-        }
-        Cluster::start_once(n, extra, raft_settings, host)
-    }
-
-    fn start_once(n: u64, extra: &str, raft_settings: &str, host: &str) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let ports: Vec<(u64, u16, u16)> = (1..=n).map(|id| (id, free_port(), free_port())).collect();
         let mut peers = String::new();
@@ -241,32 +222,6 @@ impl Cluster {
             nodes.insert(*id, node);
         }
         Cluster { nodes, dir }
-    }
-
-    /// Waits (bounded) until every node serves its API or has exited, and says whether one exited
-    /// because a port of its was taken. A node that exits for any other reason is left to the test.
-    fn lost_a_port(&mut self) -> bool {
-        let start = Instant::now();
-        loop {
-            let mut settled = true;
-            for node in self.nodes.values_mut() {
-                let log = node.log();
-                if log.contains(SERVING) {
-                    continue;
-                }
-                if node.has_exited() {
-                    if log.contains("Address already in use") {
-                        return true;
-                    }
-                    continue;
-                }
-                settled = false;
-            }
-            if settled || start.elapsed() > BOUND {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     pub fn logs(&self) -> String {
