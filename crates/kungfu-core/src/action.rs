@@ -3,11 +3,12 @@
 //! `ts` stamped by the leader (DESIGN §3). Nothing else enters the core.
 
 use crate::model::{
-    Audience, Contract, Editors, Eligibility, ItemId, Judge, MissingJudgment, NoteKind, ObligationId, Pin,
+    Audience, Contract, Editors, Eligibility, ItemId, Judge, MissingJudgment, NoteKind, ObligationId, Pin, WakeEvent,
+    WakeFailure, WakeFilter,
 };
 use kungfu_types::{
     AgentId, AssignmentId, Content, EngagementId, EntrySeq, ExternalRef, Fingerprint, IdempotencyKey, Labels, MemoryId,
-    Micros, RecordId, RequestDigest, Role, Scope, SecretHash, TaskId, ThreadId, Timestamp,
+    Micros, RecordId, RequestDigest, Role, Scope, SecretHash, TaskId, ThreadId, Timestamp, WakeSecret, WakeTargetId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -379,6 +380,23 @@ pub enum Action {
         message: LabeledBody,
         ask: Option<BTreeSet<AgentId>>,
     },
+    // Wake targets (appended, issue #35; docs/wake.md). §8: notifications only speed work up.
+    /// A webhook the caller's turn changes are delivered to; `secret` is made by the door and
+    /// left out of the request digest, like an agent key (L3).
+    SetWakeTarget {
+        url: String,
+        secret: WakeSecret,
+        filter: WakeFilter,
+    },
+    RemoveWakeTarget {
+        target: WakeTargetId,
+    },
+    /// The leader's deliverer: events queued, deliveries acknowledged, give-ups. System only.
+    RecordWake {
+        queued: Vec<(AgentId, WakeTargetId, WakeEvent)>,
+        delivered: Vec<(AgentId, WakeTargetId, u64)>,
+        gave_up: Vec<(AgentId, WakeTargetId, WakeFailure)>,
+    },
 }
 
 macro_rules! kinds {
@@ -443,6 +461,9 @@ kinds! {
     Scatter => "scatter",
     CreateRecord => "create_record",
     PatchRecord => "patch_record",
+    SetWakeTarget => "set_wake_target",
+    RemoveWakeTarget => "remove_wake_target",
+    RecordWake => "record_wake",
 }
 
 impl Action {
@@ -452,7 +473,10 @@ impl Action {
         // Every other action is hashed as it is, as it is encoded: no copy of its content.
         let fresh_secret = matches!(
             self,
-            Action::RegisterAgent { .. } | Action::CreateThread { grant: Some(_), .. } | Action::IssueGrant { .. }
+            Action::RegisterAgent { .. }
+                | Action::CreateThread { grant: Some(_), .. }
+                | Action::IssueGrant { .. }
+                | Action::SetWakeTarget { .. }
         );
         if !fresh_secret {
             return RequestDigest(crate::codec::sha256(self));
@@ -468,6 +492,7 @@ impl Action {
                 *key_fingerprint = Fingerprint(String::new());
             }
             Action::CreateThread { grant: Some(g), .. } | Action::IssueGrant { grant: g, .. } => blank(g),
+            Action::SetWakeTarget { secret, .. } => *secret = WakeSecret([0; 32]),
             _ => {}
         }
         RequestDigest(crate::codec::sha256(&view))

@@ -5,11 +5,11 @@
 
 use crate::model::{
     AppliedOp, AssignmentSpec, Audience, BodyRef, Contract, Editors, MembershipEnd, MissingJudgment, ObligationId, Pin,
-    ScatterRank,
+    ScatterRank, WakeEvent, WakeFailure, WakeFilter,
 };
 use kungfu_types::{
     AgentId, AssignmentId, Content, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, ObjectRef, RecordId, Role,
-    Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
+    Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version, WakeSecret, WakeTargetId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -248,6 +248,33 @@ pub enum Fact {
         scope: Scope,
         taint: Taint,
     },
+    // Wake targets (appended, issue #35), journaled under their agent.
+    WakeTargetSet {
+        target: WakeTargetId,
+        agent: AgentId,
+        url: String,
+        secret: WakeSecret,
+        filter: WakeFilter,
+    },
+    WakeTargetRemoved {
+        target: WakeTargetId,
+        agent: AgentId,
+    },
+    WakeQueued {
+        target: WakeTargetId,
+        agent: AgentId,
+        event: WakeEvent,
+    },
+    WakeDelivered {
+        target: WakeTargetId,
+        agent: AgentId,
+        seq: u64,
+    },
+    WakeGaveUp {
+        target: WakeTargetId,
+        agent: AgentId,
+        failure: WakeFailure,
+    },
 }
 
 impl Fact {
@@ -295,6 +322,11 @@ impl Fact {
             | EngagementJudged { task, .. }
             | EngagementDropped { task, .. } => vec![ObjectRef::Task(*task)],
             DeadlinePassed { object, .. } => vec![*object],
+            WakeTargetSet { agent, .. }
+            | WakeTargetRemoved { agent, .. }
+            | WakeQueued { agent, .. }
+            | WakeDelivered { agent, .. }
+            | WakeGaveUp { agent, .. } => vec![ObjectRef::Agent(*agent)],
         }
     }
 
@@ -338,6 +370,11 @@ impl Fact {
             Scattered { .. } => "scattered",
             RecordCreated { .. } => "record_created",
             RecordPatched { .. } => "record_patched",
+            WakeTargetSet { .. } => "wake_target_set",
+            WakeTargetRemoved { .. } => "wake_target_removed",
+            WakeQueued { .. } => "wake_queued",
+            WakeDelivered { .. } => "wake_delivered",
+            WakeGaveUp { .. } => "wake_gave_up",
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::action::{ActionKind, Principal};
 use crate::model::{ItemKind, ObligationId, OpportunityId, RecordField};
 use kungfu_types::{
     AgentId, AssignmentId, EngagementId, EntrySeq, GroupId, IdempotencyKey, MemoryId, ObjectRef, RecordId, SecretHash,
-    TaskId, ThreadId, Timestamp, Version,
+    TaskId, ThreadId, Timestamp, Version, WakeTargetId,
 };
 
 /// A key: family byte, then the family's fields.
@@ -123,6 +123,11 @@ pub fn record_counter(group: GroupId) -> Key {
     grouped(K::new(Family::Meta, 2), group)
 }
 
+/// Issue #35: the last allocated wake target id (its own key, like the record counter).
+pub fn wake_counter(group: GroupId) -> Key {
+    grouped(K::new(Family::Meta, 3), group)
+}
+
 /// Group 0's key as it always was; another group's with its id appended.
 fn grouped(k: K, group: GroupId) -> Key {
     if group == GroupId::ZERO { k.done() } else { k.bytes(&group.to_be_bytes()).done() }
@@ -195,6 +200,18 @@ pub fn collective(thread: ThreadId, header: EntrySeq) -> Key {
 /// Every collective, for checks.
 pub fn all_collectives() -> Key {
     K::new(Family::Records, 18).done()
+}
+/// Issue #35: one wake target, under its agent, so an agent's targets are one prefix.
+pub fn wake_target(agent: AgentId, id: WakeTargetId) -> Key {
+    K::new(Family::Records, 19).u64(agent.0).u64(id.0).done()
+}
+/// The wake targets of one agent, in id order.
+pub fn wake_targets_of(agent: AgentId) -> Key {
+    K::new(Family::Records, 19).u64(agent.0).done()
+}
+/// Every wake target (the leader's deliverer loads them when it starts leading).
+pub fn all_wake_targets() -> Key {
+    K::new(Family::Records, 19).done()
 }
 /// Design §8.1: a shared record's structure.
 pub fn shared_record(id: RecordId) -> Key {

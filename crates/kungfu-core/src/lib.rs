@@ -119,6 +119,6 @@ pub use action::{Action, ActionKind, Command, ContractDraft, NewAssignment, NewG
 pub use decide::actor_object;
 pub use engine::{Applied, Precheck, apply, precheck};
 pub use fact::{ExpiryResult, Fact, JournaledFact, Verdict};
-pub use limits::{CoordLimits, Limits};
+pub use limits::{CoordLimits, Limits, WakeLimits};
 pub use receipt::{ActionResult, GrantReceipt, Receipt, StoredReceipt};
 pub use state::{Changeset, InGroup, MemState, Record, StateError, StateExt, StateRead, Tx, obligation_object};

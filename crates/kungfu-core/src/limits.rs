@@ -145,3 +145,28 @@ impl Default for CoordLimits {
         CoordLimits::DEFAULT
     }
 }
+
+/// Limits of wake targets (issue #35), built in like [`CoordLimits`] and for the same reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WakeLimits {
+    /// Targets one agent holds at once.
+    pub max_targets_per_agent: usize,
+    /// Longest target URL, in bytes.
+    pub max_url_bytes: usize,
+    /// Objects one target's filter names.
+    pub max_filter_objects: usize,
+    /// Longest give-up error kept with a target, in bytes (longer ones are cut on a char boundary).
+    pub max_error_bytes: usize,
+    /// Items one `RecordWake` carries, all lists together.
+    pub max_record_items: usize,
+}
+
+impl WakeLimits {
+    pub const DEFAULT: WakeLimits = WakeLimits {
+        max_targets_per_agent: 8,
+        max_url_bytes: 2048,
+        max_filter_objects: 64,
+        max_error_bytes: 512,
+        max_record_items: 4096,
+    };
+}

@@ -4,7 +4,8 @@
 
 use kungfu_types::{
     AgentId, AssignmentId, Content, EngagementId, EntrySeq, ExternalRef, Fingerprint, Labels, MemoryId, Micros,
-    ObjectRef, RecordId, Role, Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version,
+    ObjectRef, RecordId, Role, Scope, SecretHash, Taint, TaskId, ThreadId, Timestamp, Version, WakeSecret,
+    WakeTargetId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -738,4 +739,72 @@ pub struct RecordRevision {
     pub paths: Vec<String>,
     pub scope: Scope,
     pub taint: Taint,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wake targets (issue #35, docs/wake.md): where an agent's turn changes are delivered. §8:
+// "Notifications MAY speed this up; correct recovery MUST NOT depend on them" — a target is a
+// hint channel; the turn stays the truth.
+
+/// Which turn items a target is told about: empty sets mean every kind, every object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeFilter {
+    pub kinds: BTreeSet<ObligationKind>,
+    pub objects: BTreeSet<ObjectRef>,
+}
+
+impl WakeFilter {
+    /// Whether a turn item of `kind` on `object` counts for this target.
+    pub fn admits(&self, kind: ObligationKind, object: ObjectRef) -> bool {
+        (self.kinds.is_empty() || self.kinds.contains(&kind))
+            && (self.objects.is_empty() || self.objects.contains(&object))
+    }
+}
+
+/// One turn change queued for a target, numbered from 1 per target. Everything a delivery's body
+/// and id are made of is here, so any leader sends the same body under the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeEvent {
+    pub seq: u64,
+    /// The log index at which the leader read the changed turn (the turn cursor's index).
+    pub applied_index: u64,
+    /// The filtered turn's digest at that index (`watch::turn_digest`).
+    pub digest: [u8; 32],
+    pub queued_at: Timestamp,
+}
+
+/// Why delivery to a target stopped: the leader gave up on event `seq` after the operator's
+/// give-up time. The target sends nothing more until the agent sets it again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeFailure {
+    pub seq: u64,
+    pub at: Timestamp,
+    pub error: String,
+}
+
+/// A wake target of one agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeTarget {
+    pub id: WakeTargetId,
+    pub agent: AgentId,
+    pub url: String,
+    /// Replicated whole: whichever node leads signs with it. Never returned by a read (§12).
+    pub secret: WakeSecret,
+    pub filter: WakeFilter,
+    pub created_at: Timestamp,
+    /// The newest event queued, if any.
+    pub queued: Option<WakeEvent>,
+    /// Every event up to this sequence number was acknowledged by the receiver (2xx).
+    pub delivered: u64,
+    pub failed: Option<WakeFailure>,
+}
+
+impl WakeTarget {
+    /// The queued event not yet acknowledged, while the target has not given up.
+    pub fn outstanding(&self) -> Option<WakeEvent> {
+        match (self.queued, &self.failed) {
+            (Some(e), None) if e.seq > self.delivered => Some(e),
+            _ => None,
+        }
+    }
 }

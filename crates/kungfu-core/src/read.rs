@@ -769,3 +769,59 @@ pub fn due_obligations(
     }
     Ok(out)
 }
+
+/// A wake target as its agent reads it: everything but the secret (§12: a secret is in the first
+/// response only).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeTargetView {
+    pub id: kungfu_types::WakeTargetId,
+    pub url: String,
+    pub filter: WakeFilter,
+    pub created_at: Timestamp,
+    pub queued: Option<WakeEvent>,
+    pub delivered: u64,
+    pub failed: Option<WakeFailure>,
+}
+
+impl From<WakeTarget> for WakeTargetView {
+    fn from(t: WakeTarget) -> WakeTargetView {
+        WakeTargetView {
+            id: t.id,
+            url: t.url,
+            filter: t.filter,
+            created_at: t.created_at,
+            queued: t.queued,
+            delivered: t.delivered,
+            failed: t.failed,
+        }
+    }
+}
+
+/// Issue #35: the caller's own wake targets, in id order (an agent holds a few; no paging).
+pub fn wake_targets(state: &dyn StateRead, agent: AgentId) -> ReadResult<Vec<WakeTargetView>> {
+    let rows =
+        state.scan(&keys::wake_targets_of(agent), None, crate::limits::WakeLimits::DEFAULT.max_targets_per_agent)?;
+    rows.into_iter()
+        .map(|(key, r)| match r {
+            Record::WakeTarget(t) => Ok(t.into()),
+            _ => Err(StateError::corrupt(&key, "expected a wake target").into()),
+        })
+        .collect()
+}
+
+/// Every wake target, secrets included: for the leader's deliverer only, never for a caller.
+/// At most `limit` after the key `after` (pass the last key back to continue).
+pub fn all_wake_targets(
+    state: &dyn StateRead,
+    after: Option<&[u8]>,
+    limit: usize,
+) -> Result<Vec<(Key, WakeTarget)>, StateError> {
+    state
+        .scan(&keys::all_wake_targets(), after, limit)?
+        .into_iter()
+        .map(|(key, r)| match r {
+            Record::WakeTarget(t) => Ok((key, t)),
+            _ => Err(StateError::corrupt(&key, "expected a wake target")),
+        })
+        .collect()
+}

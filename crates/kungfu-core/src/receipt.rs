@@ -6,7 +6,7 @@ use crate::action::ActionKind;
 use crate::model::{ObligationId, Pin, ScatterRank};
 use kungfu_types::{
     AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, RecordId, RequestDigest, Role, Scope,
-    TaskId, ThreadId, Timestamp, Version,
+    TaskId, ThreadId, Timestamp, Version, WakeTargetId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -218,6 +218,18 @@ pub enum ActionResult {
         base_rev: u32,
         rev: u32,
         merged: bool,
+    },
+    // Wake targets (appended, issue #35). The secret is never in a receipt (L3, §12).
+    WakeTargetSet {
+        target: WakeTargetId,
+    },
+    WakeTargetRemoved {
+        target: WakeTargetId,
+    },
+    WakeRecorded {
+        queued: u32,
+        delivered: u32,
+        gave_up: u32,
     },
 }
 

@@ -9,7 +9,7 @@ use crate::model::*;
 use crate::receipt::StoredReceipt;
 use kungfu_types::{
     AgentId, AssignmentId, EngagementId, EntrySeq, GroupId, MemoryId, ObjectRef, RecordId, SecretHash, TaskId,
-    ThreadId, Timestamp, Version,
+    ThreadId, Timestamp, Version, WakeTargetId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -45,6 +45,8 @@ pub enum Record {
     RecordRevision(RecordRevision),
     /// A counter at its own meta key (the record counter).
     Counter(u64),
+    // Wake targets (appended, issue #35).
+    WakeTarget(WakeTarget),
 }
 
 /// The target of an index entry.
@@ -402,6 +404,13 @@ pub trait StateExt: StateRead {
     typed_get!(record_revision(id: RecordId, rev: u32) -> RecordRevision = RecordRevision, keys::record_revision(id, rev););
     typed_get!(record_item(id: RecordId, kind: ItemKind, seq: u32) -> RecordItem = RecordItem, keys::record_item(id, kind, seq););
     typed_get!(record_counter_of(group: GroupId) -> u64 = Counter, keys::record_counter(group););
+    typed_get!(wake_counter_of(group: GroupId) -> u64 = Counter, keys::wake_counter(group););
+    typed_get!(wake_target(agent: AgentId, id: WakeTargetId) -> WakeTarget = WakeTarget, keys::wake_target(agent, id););
+
+    /// This state's group's last allocated wake target id.
+    fn wake_counter(&self) -> Result<Option<u64>, StateError> {
+        self.wake_counter_of(self.group())
+    }
 
     /// This state's group's last allocated record id.
     fn record_counter(&self) -> Result<Option<u64>, StateError> {

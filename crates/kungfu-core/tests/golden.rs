@@ -60,6 +60,19 @@ const PIN: Pin = Pin { memory: MEM, version: V };
 /// Labels with a non-zero index in both fields, so a swapped field order shows in the bytes.
 const LABELS: Labels = Labels { taint: Taint::Quarantined, scope: Scope::Tenant };
 const REC: RecordId = RecordId(61);
+const WT: WakeTargetId = WakeTargetId(71);
+
+fn wake_filter() -> WakeFilter {
+    WakeFilter { kinds: [ObligationKind::Response].into(), objects: [ObjectRef::Thread(TH)].into() }
+}
+
+fn wake_event() -> WakeEvent {
+    WakeEvent { seq: 3, applied_index: 900, digest: [0xcd; 32], queued_at: TS0 }
+}
+
+fn wake_failure() -> WakeFailure {
+    WakeFailure { seq: 3, at: TS0, error: "HTTP 500".into() }
+}
 
 fn ext() -> ExternalRef {
     ExternalRef {
@@ -421,6 +434,22 @@ fn every_command_encodes_to_its_golden_bytes() {
             message: LabeledBody::Pin(PIN),
             ask: None,
         }) => "0007273d020201017304026e310102027333097368613235363a616209020201097368613235363a6364000b020001056b65792d31d70e77fbe68ccd33f7dcbbf81b5bd8e08926bd587f47e6292b53fecf3563d2bdfd00401e18240a0600";
+        SetWakeTarget: by(AG, Action::SetWakeTarget {
+            url: "https://hooks.example.com/k".into(),
+            secret: WakeSecret([0x5a; 32]),
+            filter: wake_filter(),
+        }) => "0007281b68747470733a2f2f686f6f6b732e6578616d706c652e636f6d2f6b5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a010001021501056b65792d3128f7f46209c276b0b213dec81772c43710f919389cafe8357934a6d6f36a4ef8fd00401e18240a0600";
+        RemoveWakeTarget: by(AG, Action::RemoveWakeTarget { target: WT }) => "0007294701056b65792d3189c11ce3bdd0f49e1dc449e914e4ff37da21acde0091e5d8b7170aa0f8066f2ffd00401e18240a0600";
+        RecordWake: Command::new(
+            Principal::System,
+            Action::RecordWake {
+                queued: vec![(AG, WT, wake_event())],
+                delivered: vec![(AG, WT, 2)],
+                gave_up: vec![(AG2, WakeTargetId(72), wake_failure())],
+            },
+            None,
+            TS,
+        ) => "032a01074703fb8403cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdfa0107470201084803fa084854545020353030003230e994be9581ede8ba707d5cdbcdb0423730135315cd7585e41d55c7924e3efd00401e18240a0600";
     });
     assert_eq!(cases.len(), ActionKind::ALL.len(), "one command per action kind");
     check(&cases);
@@ -554,6 +583,9 @@ fn every_action_kind_encodes_to_its_golden_bytes_and_name() {
         Scatter: ActionKind::Scatter => "25";
         CreateRecord: ActionKind::CreateRecord => "26";
         PatchRecord: ActionKind::PatchRecord => "27";
+        SetWakeTarget: ActionKind::SetWakeTarget => "28";
+        RemoveWakeTarget: ActionKind::RemoveWakeTarget => "29";
+        RecordWake: ActionKind::RecordWake => "2a";
     });
     check(&cases);
     // The wire names are written into receipt keys: renaming one would orphan stored receipts.
@@ -599,6 +631,9 @@ fn every_action_kind_encodes_to_its_golden_bytes_and_name() {
         ActionKind::Scatter => "scatter",
         ActionKind::CreateRecord => "create_record",
         ActionKind::PatchRecord => "patch_record",
+        ActionKind::SetWakeTarget => "set_wake_target",
+        ActionKind::RemoveWakeTarget => "remove_wake_target",
+        ActionKind::RecordWake => "record_wake",
     };
     for case in &cases {
         assert_eq!(case.value.as_str(), pinned(case.value), "the wire name of {:?}", case.value);
@@ -760,6 +795,17 @@ fn every_fact_encodes_to_its_golden_bytes() {
             scope: Scope::Fleet,
             taint: Taint::Tainted,
         } => "233d150301030200017406026431017301720101";
+        WakeTargetSet: Fact::WakeTargetSet {
+            target: WT,
+            agent: AG,
+            url: "https://hooks.example.com/k".into(),
+            secret: WakeSecret([0x5a; 32]),
+            filter: wake_filter(),
+        } => "2447071b68747470733a2f2f686f6f6b732e6578616d706c652e636f6d2f6b5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a0100010215";
+        WakeTargetRemoved: Fact::WakeTargetRemoved { target: WT, agent: AG } => "254707";
+        WakeQueued: Fact::WakeQueued { target: WT, agent: AG, event: wake_event() } => "26470703fb8403cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdfa";
+        WakeDelivered: Fact::WakeDelivered { target: WT, agent: AG, seq: 3 } => "27470703";
+        WakeGaveUp: Fact::WakeGaveUp { target: WT, agent: AG, failure: wake_failure() } => "28470703fa084854545020353030";
     }));
 }
 
@@ -991,6 +1037,17 @@ fn every_record_encodes_to_its_golden_bytes() {
             taint: Taint::Tainted,
         }) => "153d02010307fa01062f6e6f7465730101";
         Counter: Record::Counter(61) => "163d";
+        WakeTarget: Record::WakeTarget(WakeTarget {
+            id: WT,
+            agent: AG,
+            url: "https://hooks.example.com/k".into(),
+            secret: WakeSecret([0x5a; 32]),
+            filter: wake_filter(),
+            created_at: TS0,
+            queued: Some(wake_event()),
+            delivered: 2,
+            failed: Some(wake_failure()),
+        }) => "1747071b68747470733a2f2f686f6f6b732e6578616d706c652e636f6d2f6b5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a0100010215fa0103fb8403cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdfa020103fa084854545020353030";
     }));
 }
 
@@ -1288,6 +1345,9 @@ fn every_receipt_encodes_to_its_golden_bytes() {
             rev: 3,
             merged: true,
         }) => "27fd00401e18240a06000164273d03010301";
+        WakeTargetSet: receipt(K::SetWakeTarget, R::WakeTargetSet { target: WT }) => "28fd00401e18240a060001642847";
+        WakeTargetRemoved: receipt(K::RemoveWakeTarget, R::WakeTargetRemoved { target: WT }) => "29fd00401e18240a060001642947";
+        WakeRecorded: receipt(K::RecordWake, R::WakeRecorded { queued: 1, delivered: 2, gave_up: 0 }) => "2afd00401e18240a060001642a010200";
     });
     check(&cases);
     // `Receipt::to_bytes` is what a replay returns: the same canonical bytes.
@@ -1344,6 +1404,9 @@ fn every_key_kind_has_its_golden_layout() {
         kv("record_counter", keys::record_counter(GroupId::ZERO), "0002"),
         kv("record_counter_group_5", keys::record_counter(GroupId(5)), "00020005"),
         kv("shared_record", keys::shared_record(REC), "010e000000000000003d"),
+        kv("wake_counter", keys::wake_counter(GroupId::ZERO), "0003"),
+        kv("wake_counter_group_5", keys::wake_counter(GroupId(5)), "00030005"),
+        kv("wake_target", keys::wake_target(AG, WT), "011300000000000000070000000000000047"),
         kv("record_value", keys::record_value(REC, RecordField::Title, 3), "010f000000000000003d0100000003"),
         kv("record_item", keys::record_item(REC, ItemKind::Artifact, 2), "0110000000000000003d0200000002"),
         kv("record_revision", keys::record_revision(REC, 3), "0111000000000000003d00000003"),

@@ -57,6 +57,9 @@ id_type!(
 id_type!(
     /// A shared record inside a thread (coordination design §5.2).
     RecordId, "rec");
+id_type!(
+    /// A wake target of one agent: where its turn changes are delivered (issue #35, docs/wake.md).
+    WakeTargetId, "wt");
 
 /// The sequence number of an entry within its thread (§6.3), starting at 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -45,11 +45,12 @@ pub use content::Content;
 pub use group::GroupId;
 pub use ids::{
     AgentId, AssignmentId, EngagementId, EntrySeq, MemoryId, ObjectRef, RecordId, TaskId, ThreadId, Version,
+    WakeTargetId,
 };
 pub use labels::{Labels, Scope, Taint};
 pub use record::{ConflictValue, ExternalRef, RecordConflict};
 pub use rejection::{Class, Code, FakReason, NextStep, Rejection, RejectionDetail, SharedReason};
-pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash};
+pub use request::{Fingerprint, IdempotencyKey, RequestDigest, SecretHash, WakeSecret};
 pub use role::Role;
 pub use time::{Micros, Timestamp};
 

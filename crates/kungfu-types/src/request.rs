@@ -67,6 +67,18 @@ impl fmt::Display for Fingerprint {
     }
 }
 
+/// The signing secret of a wake target (issue #35): 32 random bytes made by the door. Unlike an
+/// agent key it is kept whole, because whichever node leads must sign deliveries with it; it is
+/// returned in the first response only and never by a read (§12), and never printed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WakeSecret(pub [u8; 32]);
+
+impl fmt::Debug for WakeSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WakeSecret(…)")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

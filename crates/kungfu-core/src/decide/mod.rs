@@ -17,6 +17,7 @@ mod memory;
 mod record;
 mod tasks;
 mod threads;
+mod wake;
 
 pub(crate) use expire::settle_due;
 
@@ -308,7 +309,10 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
         | CreateThread { .. }
         | CreateTask { .. }
         | WriteLabeled { .. }
-        | WidenScope { .. } => vec![],
+        | WidenScope { .. }
+        | SetWakeTarget { .. }
+        | RemoveWakeTarget { .. }
+        | RecordWake { .. } => vec![],
     })
 }
 
@@ -317,7 +321,7 @@ pub(crate) fn settle_targets(state: &dyn StateRead, action: &Action) -> Result<V
 /// (deactivation) or on none (registration, Memories) return None.
 pub fn actor_object(state: &dyn StateRead, action: &Action) -> Result<Option<ObjectRef>, StateError> {
     match action {
-        Action::DeactivateAgent { .. } | Action::Expire { .. } => Ok(None),
+        Action::DeactivateAgent { .. } | Action::Expire { .. } | Action::RecordWake { .. } => Ok(None),
         other => {
             let mut targets = settle_targets(state, other)?;
             Ok(if targets.len() == 1 { targets.pop() } else { None })
@@ -336,10 +340,10 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
     let agent = match (cmd.principal, &cmd.action) {
         (Principal::Registrar | Principal::Operator, RegisterAgent { .. }) => None,
         (Principal::Operator, DeactivateAgent { .. }) => None,
-        (Principal::System, Expire { .. }) => None,
+        (Principal::System, Expire { .. } | RecordWake { .. }) => None,
         (Principal::Agent(a), DeactivateAgent { agent }) if a == *agent => None,
         (Principal::Agent(a), action)
-            if !matches!(action, RegisterAgent { .. } | Expire { .. } | DeactivateAgent { .. }) =>
+            if !matches!(action, RegisterAgent { .. } | Expire { .. } | DeactivateAgent { .. } | RecordWake { .. }) =>
         {
             cx.active(a)?;
             Some(a)
@@ -430,6 +434,9 @@ pub(crate) fn decide(cx: &mut Cx<'_>, cmd: &Command, settled: Vec<ObligationId>)
         PatchRecord { record, base_rev, ops, message, ask } => {
             record::patch_record(cx, me()?, *record, *base_rev, ops, message, ask.as_ref())
         }
+        SetWakeTarget { url, secret, filter } => wake::set_target(cx, me()?, url, *secret, filter),
+        RemoveWakeTarget { target } => wake::remove_target(cx, me()?, *target),
+        RecordWake { queued, delivered, gave_up } => wake::record(cx, queued, delivered, gave_up),
     }
 }
 

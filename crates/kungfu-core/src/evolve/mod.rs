@@ -15,6 +15,7 @@ mod coord;
 mod memory;
 mod tasks;
 mod threads;
+mod wake;
 
 use crate::fact::{ExpiryResult, Fact, JournaledFact};
 use crate::keys;
@@ -139,6 +140,13 @@ pub fn evolve(tx: &mut Tx<'_>, jf: &JournaledFact) -> Result<(), StateError> {
                 at,
             )?
         }
+        WakeTargetSet { target, agent, url, secret, filter } => {
+            wake::target_set(tx, &wake::NewTarget { target: *target, agent: *agent, url, secret: *secret, filter }, at)?
+        }
+        WakeTargetRemoved { target, agent } => wake::target_removed(tx, *agent, *target)?,
+        WakeQueued { target, agent, event } => wake::queued(tx, *agent, *target, *event)?,
+        WakeDelivered { target, agent, seq } => wake::delivered(tx, *agent, *target, *seq)?,
+        WakeGaveUp { target, agent, failure } => wake::gave_up(tx, *agent, *target, failure)?,
     }
     tx.put(keys::counters(tx.group()), Record::Counters(counters));
     Ok(())
