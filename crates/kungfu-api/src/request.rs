@@ -215,6 +215,45 @@ pub fn deactivate_agent_action(req: pb::DeactivateAgentRequest) -> Result<KeyedA
     keyed(&req.idempotency_key, || Ok(Action::DeactivateAgent { agent: id("agent", &req.agent)? }))
 }
 
+// --- Wake targets (issue #35) ---------------------------------------------------------------------
+
+/// A wake target. `secret` is the 32 random bytes the door made for it (the core keeps them whole:
+/// any leader signs with them). The operator's policy on where the URL may point is the node's,
+/// checked before this; the core checks its form.
+pub fn set_wake_target_action(
+    req: pb::SetWakeTargetRequest,
+    secret: kungfu_types::WakeSecret,
+) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || {
+        if req.url.is_empty() {
+            return Err(FieldError::missing("url"));
+        }
+        let mut filter = kungfu_core::model::WakeFilter::default();
+        for (i, k) in req.kinds.iter().enumerate() {
+            let kind = match pb::ObligationKind::try_from(*k) {
+                Ok(pb::ObligationKind::Response) => kungfu_core::model::ObligationKind::Response,
+                Ok(pb::ObligationKind::Delivery) => kungfu_core::model::ObligationKind::Delivery,
+                Ok(pb::ObligationKind::Judgment) => kungfu_core::model::ObligationKind::Judgment,
+                _ => {
+                    return Err(FieldError::new(
+                        &format!("kinds[{i}]"),
+                        "expected OBLIGATION_KIND_RESPONSE, OBLIGATION_KIND_DELIVERY or OBLIGATION_KIND_JUDGMENT",
+                    ));
+                }
+            };
+            filter.kinds.insert(kind);
+        }
+        for (i, o) in req.objects.iter().enumerate() {
+            filter.objects.insert(object_ref(&format!("objects[{i}]"), o)?);
+        }
+        Ok(Action::SetWakeTarget { url: req.url, secret, filter })
+    })
+}
+
+pub fn remove_wake_target_action(req: pb::RemoveWakeTargetRequest) -> Result<KeyedAction, FieldError> {
+    keyed(&req.idempotency_key, || Ok(Action::RemoveWakeTarget { target: id("target", &req.target)? }))
+}
+
 // --- §5 Memory -------------------------------------------------------------------------------------
 
 pub fn create_memory_action(req: pb::CreateMemoryRequest) -> Result<KeyedAction, FieldError> {

@@ -330,6 +330,13 @@ pub fn receipt_result(r: &ActionResult) -> Option<pb::receipt::Result> {
             rev: *rev,
             merged: *merged,
         }),
+        ActionResult::WakeTargetSet { target } => R::WakeTargetSet(pb::WakeTargetResult { target: target.to_string() }),
+        ActionResult::WakeTargetRemoved { target } => {
+            R::WakeTargetRemoved(pb::WakeTargetResult { target: target.to_string() })
+        }
+        ActionResult::WakeRecorded { queued, delivered, gave_up } => {
+            R::WakeRecorded(pb::WakeRecorded { queued: *queued, delivered: *delivered, gave_up: *gave_up })
+        }
     })
 }
 
@@ -392,7 +399,43 @@ write_responses!(
     ScatterResponse,
     CreateRecordResponse,
     PatchRecordResponse,
+    SetWakeTargetResponse,
+    RemoveWakeTargetResponse,
 );
+
+/// L3, §12: a wake target's signing secret goes out with the first success only (its text form,
+/// `whsec_…`, made by the door).
+pub fn set_wake_target_response(receipt: &Receipt, replayed: bool, secret: &str) -> pb::SetWakeTargetResponse {
+    let mut response = pb::SetWakeTargetResponse::from_receipt(receipt, replayed);
+    if !replayed {
+        response.secret = secret.to_string();
+    }
+    response
+}
+
+/// The caller's wake targets; never their secrets (the view has none).
+pub fn wake_target_list(targets: &[kungfu_core::read::WakeTargetView]) -> pb::WakeTargetList {
+    pb::WakeTargetList {
+        targets: targets
+            .iter()
+            .map(|t| pb::WakeTarget {
+                id: t.id.to_string(),
+                url: t.url.clone(),
+                kinds: t.filter.kinds.iter().map(|k| pb::ObligationKind::from(*k) as i32).collect(),
+                objects: t.filter.objects.iter().map(|o| o.to_string()).collect(),
+                created_at_unix_micros: micros(t.created_at),
+                queued: t.queued.map_or(0, |e| e.seq),
+                queued_applied_index: t.queued.map_or(0, |e| e.applied_index),
+                delivered: t.delivered,
+                failed: t.failed.as_ref().map(|f| pb::WakeFailure {
+                    sequence: f.seq,
+                    at_unix_micros: micros(f.at),
+                    error: f.error.clone(),
+                }),
+            })
+            .collect(),
+    }
+}
 
 /// L3, §12: the new agent's key goes out with the first success only. A replay returns the stored
 /// receipt without it; the key generated for the replayed attempt was never stored and is dropped.

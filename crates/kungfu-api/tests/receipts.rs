@@ -9,7 +9,7 @@ use kungfu_core::model::{ObligationId, Pin, ScatterRank};
 use kungfu_core::{ActionKind, ActionResult, GrantReceipt, Receipt};
 use kungfu_types::{
     AgentId, AssignmentId, EngagementId, EntrySeq, Fingerprint, Labels, MemoryId, RecordId, Role, Scope, Taint, TaskId,
-    ThreadId, Timestamp, Version,
+    ThreadId, Timestamp, Version, WakeTargetId,
 };
 use std::collections::BTreeSet;
 
@@ -305,6 +305,18 @@ fn every_result() -> Vec<(ActionResult, R)> {
             ActionResult::RecordPatched { record: RecordId(4), entry: EntrySeq(31), base_rev: 2, rev: 5, merged: true },
             R::RecordPatched(pb::RecordPatched { record: s("rec_4"), entry: 31, base_rev: 2, rev: 5, merged: true }),
         ),
+        (
+            ActionResult::WakeTargetSet { target: WakeTargetId(9) },
+            R::WakeTargetSet(pb::WakeTargetResult { target: s("wt_9") }),
+        ),
+        (
+            ActionResult::WakeTargetRemoved { target: WakeTargetId(10) },
+            R::WakeTargetRemoved(pb::WakeTargetResult { target: s("wt_10") }),
+        ),
+        (
+            ActionResult::WakeRecorded { queued: 3, delivered: 2, gave_up: 1 },
+            R::WakeRecorded(pb::WakeRecorded { queued: 3, delivered: 2, gave_up: 1 }),
+        ),
     ]
 }
 
@@ -352,6 +364,9 @@ fn variant(r: &ActionResult) -> &'static str {
         ActionResult::Scattered { .. } => "Scattered",
         ActionResult::RecordCreated { .. } => "RecordCreated",
         ActionResult::RecordPatched { .. } => "RecordPatched",
+        ActionResult::WakeTargetSet { .. } => "WakeTargetSet",
+        ActionResult::WakeTargetRemoved { .. } => "WakeTargetRemoved",
+        ActionResult::WakeRecorded { .. } => "WakeRecorded",
     }
 }
 
@@ -366,12 +381,23 @@ fn every_action_result_becomes_its_wire_case_with_every_field() {
 fn the_samples_cover_every_variant_once_and_land_on_distinct_wire_cases() {
     let samples = every_result();
     let names: BTreeSet<&str> = samples.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(names.len(), 40, "every ActionResult variant on the wire has a sample");
+    assert_eq!(names.len(), 43, "every ActionResult variant on the wire has a sample");
     assert_eq!(names.len(), samples.len(), "and only one");
     // Variants that share a wire message (published, unpublished, withdrawn) must still be told
     // apart by their oneof case.
     let cases: BTreeSet<_> = samples.iter().map(|(_, w)| format!("{:?}", std::mem::discriminant(w))).collect();
     assert_eq!(cases.len(), samples.len());
+}
+
+/// L3, §12: a wake target's secret is in the first response only, never in a replay or a receipt.
+#[test]
+fn a_wake_target_s_secret_goes_out_with_the_first_success_only() {
+    let r = receipt(ActionResult::WakeTargetSet { target: WakeTargetId(2) }, ActionKind::SetWakeTarget);
+    let first = kungfu_api::response::set_wake_target_response(&r, false, "whsec_abc");
+    assert_eq!(first.secret, "whsec_abc");
+    let replay = kungfu_api::response::set_wake_target_response(&r, true, "whsec_new");
+    assert_eq!(replay.secret, "", "a replay carries no secret (the retried attempt's was never stored)");
+    assert!(!format!("{:?}", first.receipt).contains("whsec"), "the receipt holds no secret");
 }
 
 /// COORDINATION §5.3, §5.6: the record's write responses carry the receipt and `replayed` like

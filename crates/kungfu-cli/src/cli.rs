@@ -210,6 +210,30 @@ pub enum AgentCmd {
     /// SIGINT or SIGTERM: the run in progress gets SIGTERM, then SIGKILL after --grace; then exit 0.
     /// Example: `kungfu agent serve --profile alice -- claude -p "Resume your Kungfu turn"`.
     Serve(ServeArgs),
+    /// Wake webhooks: where the agent's turn changes are POSTed, signed in the Standard Webhooks
+    /// form (docs/wake.md).
+    #[command(subcommand)]
+    Wake(WakeCmd),
+}
+
+/// `kungfu agent wake …`.
+#[derive(Debug, Subcommand)]
+pub enum WakeCmd {
+    /// Add a webhook. Prints its signing secret (`whsec_…`) once: keep it to verify deliveries.
+    Set {
+        /// Where deliveries are POSTed (https unless the operator allows http).
+        url: String,
+        /// Only changes among obligations of this kind: response, delivery or judgment (repeatable).
+        #[arg(long = "kind", value_name = "KIND")]
+        kinds: Vec<String>,
+        /// Only changes among obligations on this object: `th_…` or `task_…` (repeatable).
+        #[arg(long = "object", value_name = "ID")]
+        objects: Vec<String>,
+    },
+    /// The agent's webhooks: queued and acknowledged deliveries, and any give-up with its error.
+    List,
+    /// Remove a webhook (`wt_…`).
+    Remove { target: String },
 }
 
 #[derive(Debug, Args, Clone)]

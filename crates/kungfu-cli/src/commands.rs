@@ -90,6 +90,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Agent(crate::cli::AgentCmd::Serve(args)) => {
             crate::serve::run(&ctx, &cli.profile, saved.agent_id.clone(), &endpoints, args).await
         }
+        Command::Agent(crate::cli::AgentCmd::Wake(cmd)) => wake(&ctx, cmd).await,
         Command::Cluster(c) => cluster(&ctx, c, &endpoints).await,
     }
 }
@@ -1068,5 +1069,55 @@ mod tests {
             retry_line(&r),
             "nothing listening at 127.0.0.1:7411 (connection refused); retrying… (attempt 3, 2.1 s)"
         );
+    }
+}
+
+/// `kungfu agent wake …` (docs/wake.md).
+async fn wake(ctx: &Ctx, cmd: crate::cli::WakeCmd) -> Result<(), CliError> {
+    use crate::cli::WakeCmd;
+    let c = ctx.agent()?;
+    let k = ctx.idem();
+    match cmd {
+        WakeCmd::Set { url, kinds, objects } => {
+            let kinds = kinds
+                .iter()
+                .map(|k| match k.as_str() {
+                    "response" => Ok(pb::ObligationKind::Response as i32),
+                    "delivery" => Ok(pb::ObligationKind::Delivery as i32),
+                    "judgment" => Ok(pb::ObligationKind::Judgment as i32),
+                    other => Err(CliError::usage(format!("--kind {other}: expected response, delivery or judgment"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let req = pb::SetWakeTargetRequest { url, kinds, objects, ..Default::default() };
+            let w = c.set_wake_target(req, k).await?;
+            let secret = (!w.value.secret.is_empty()).then(|| Value::String(w.value.secret.clone()));
+            let extra = secret.map(|s| vec![("secret", s)]).unwrap_or_default();
+            written(ctx, &w.value.receipt, w.replayed, &w.idempotency_key, extra);
+            Ok(())
+        }
+        WakeCmd::List => {
+            let list = c.list_wake_targets(pb::ListWakeTargetsRequest {}).await?;
+            if ctx.json {
+                output::print_json(&to_json(&list));
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = list
+                .targets
+                .iter()
+                .map(|t| {
+                    let status = match &t.failed {
+                        Some(f) => format!("FAILED at #{} ({}): {}", f.sequence, instant(f.at_unix_micros), f.error),
+                        None if t.queued > t.delivered => format!("delivering #{}", t.queued),
+                        None => "up to date".to_string(),
+                    };
+                    vec![t.id.clone(), t.url.clone(), t.queued.to_string(), t.delivered.to_string(), status]
+                })
+                .collect();
+            table(&["target", "url", "queued", "delivered", "status"], &rows);
+            Ok(())
+        }
+        WakeCmd::Remove { target } => {
+            done!(ctx, c.remove_wake_target(pb::RemoveWakeTargetRequest { target, ..Default::default() }, k).await?)
+        }
     }
 }

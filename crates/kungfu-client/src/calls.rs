@@ -94,6 +94,20 @@ impl Client {
         /// Deactivates the calling agent.
         deactivate, AgentServiceClient, deactivate, pb::DeactivateAgentRequest, pb::DeactivateAgentResponse
     );
+    write!(
+        /// Sets a wake target: a webhook the caller's turn changes are delivered to (docs/wake.md).
+        /// The signing secret is in the first response only.
+        set_wake_target, AgentServiceClient, set_wake_target, pb::SetWakeTargetRequest, pb::SetWakeTargetResponse
+    );
+    write!(
+        /// Removes one of the caller's wake targets.
+        remove_wake_target, AgentServiceClient, remove_wake_target, pb::RemoveWakeTargetRequest,
+        pb::RemoveWakeTargetResponse
+    );
+    read!(
+        /// The caller's wake targets and how delivery to each stands (never their secrets).
+        list_wake_targets, AgentServiceClient, list_wake_targets, pb::ListWakeTargetsRequest, pb::WakeTargetList
+    );
 
     // Memories.
 

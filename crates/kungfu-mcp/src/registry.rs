@@ -54,12 +54,17 @@ pub const NAME_OVERRIDES: &[(&str, &str)] = &[
     // `GetEvents` and `GetBody` would read as the nouns alone (`events_get`, `body_get`).
     ("kungfu.v1.RecordService.GetEvents", "record_events_get"),
     ("kungfu.v1.RecordService.GetBody", "record_body_get"),
+    // Wake targets (docs/wake.md): the noun is the target, not the agent.
+    ("kungfu.v1.AgentService.SetWakeTarget", "wake_target_set"),
+    ("kungfu.v1.AgentService.RemoveWakeTarget", "wake_target_remove"),
+    ("kungfu.v1.AgentService.ListWakeTargets", "wake_targets_get"),
 ];
 
 /// Writes that end something for good (a membership, a grant, a Memory's availability, an
 /// obligation): `destructiveHint`. Other writes only add facts.
 const DESTRUCTIVE: &[&str] = &[
     "kungfu.v1.AgentService.Deactivate",
+    "kungfu.v1.AgentService.RemoveWakeTarget",
     "kungfu.v1.MemoryService.Unpublish",
     "kungfu.v1.MemoryService.Withdraw",
     "kungfu.v1.ThreadService.VoidGrant",
@@ -79,6 +84,8 @@ const DESTRUCTIVE: &[&str] = &[
 pub const RECEIPTS: &[(&str, &str)] = &[
     ("kungfu.v1.AgentService.Register", "agent_registered"),
     ("kungfu.v1.AgentService.Deactivate", "agent_deactivated"),
+    ("kungfu.v1.AgentService.SetWakeTarget", "wake_target_set"),
+    ("kungfu.v1.AgentService.RemoveWakeTarget", "wake_target_removed"),
     ("kungfu.v1.AssignmentService.Take", "assignment_taken"),
     ("kungfu.v1.AssignmentService.Deliver", "assignment_delivered"),
     ("kungfu.v1.AssignmentService.Adopt", "assignment_adopted"),

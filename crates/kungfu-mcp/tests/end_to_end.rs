@@ -204,6 +204,27 @@ impl AgentService for Node {
     ) -> Result<Response<pb::DeactivateAgentResponse>, Status> {
         Err(Status::unimplemented("not in this fake"))
     }
+
+    async fn set_wake_target(
+        &self,
+        _r: Request<pb::SetWakeTargetRequest>,
+    ) -> Result<Response<pb::SetWakeTargetResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn remove_wake_target(
+        &self,
+        _r: Request<pb::RemoveWakeTargetRequest>,
+    ) -> Result<Response<pb::RemoveWakeTargetResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn list_wake_targets(
+        &self,
+        _r: Request<pb::ListWakeTargetsRequest>,
+    ) -> Result<Response<pb::WakeTargetList>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
 }
 
 #[tonic::async_trait]

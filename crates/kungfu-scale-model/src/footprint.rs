@@ -163,6 +163,10 @@ pub fn footprint(kind: ActionKind) -> Footprint {
         // The shared record lives in its thread (COORDINATION §5): every accepted write is also an
         // entry there; its bodies are pinned labeled versions (or external refs), read at the write.
         K::CreateRecord | K::PatchRecord => Footprint { pins: Pins::Body, ..a(Anchor::Thread) },
+        // Wake targets live with their agent (issue #35): its turn is derived in its home group.
+        K::SetWakeTarget | K::RemoveWakeTarget => a(Anchor::Agent),
+        // The deliverer's progress names targets only, in their agents' groups.
+        K::RecordWake => Footprint { issuer: Issuer::System, presence: Presence::None, ..a(Anchor::Agent) },
     }
 }
 

@@ -423,6 +423,8 @@ impl Backend {
         self.node.lead(timeout).await?;
         let early = crate::canary::armed("early-deadlines");
         let n = actions.len();
+        // The metrics label: `expire` for the scheduler's batches, `record_wake` for the deliverer's.
+        let kind = actions.first().map_or("expire", |a| a.kind().as_str());
         let cmds: Vec<Command> =
             actions.into_iter().map(|a| Command::new(Principal::System, a, None, Timestamp::ZERO)).collect();
         let started = std::time::Instant::now();
@@ -443,7 +445,7 @@ impl Backend {
                 other => return Err(WriteError::Fatal(format!("an expiry was answered with {other:?}"))),
             };
             let code = outcome.as_ref().err().map_or("ok", |r| r.code.as_str());
-            crate::metrics::action("expire", code, started.elapsed());
+            crate::metrics::action(kind, code, started.elapsed());
             outcomes.push(outcome);
         }
         Ok(outcomes)
@@ -551,7 +553,7 @@ impl Backend {
         Ok(Read { value, stale: Some((applied, committed.saturating_sub(applied))) })
     }
 
-    fn limits(&self) -> Arc<Limits> {
+    pub(crate) fn limits(&self) -> Arc<Limits> {
         // Until limits are replicated, every replica applies the built-in defaults.
         self.node.replicated_limits().unwrap_or_default()
     }

@@ -196,6 +196,41 @@ impl Default for TelemetrySettings {
     }
 }
 
+/// Wake webhooks (issue #35, docs/wake.md): where a target may point, and how the leader delivers.
+/// A node's own settings, not replicated: the door of the node that takes a `SetWakeTarget` checks
+/// the URL against them, and whichever node leads checks every send again, so a tightened policy
+/// stops deliveries at once (a target set before then is refused at its next send).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WakeSettings {
+    /// URL schemes a target may use.
+    pub schemes: Vec<String>,
+    /// Host patterns a target's host must match: `*`, `hooks.example.com`, `*.example.com`.
+    pub hosts: Vec<String>,
+    /// Allow loopback, private, link-local and other internal destinations (server-side request
+    /// forgery is the risk; false by default).
+    pub allow_private: bool,
+    /// How long the leader retries one delivery before it records the target as failed.
+    pub give_up_after_secs: u64,
+    /// Turn changes of one agent within this window are delivered as one event (the newest).
+    pub coalesce_ms: u64,
+    /// Deliveries in flight at once on the leader, over all targets.
+    pub max_in_flight: usize,
+}
+
+impl Default for WakeSettings {
+    fn default() -> WakeSettings {
+        WakeSettings {
+            schemes: vec!["https".into()],
+            hosts: vec!["*".into()],
+            allow_private: false,
+            give_up_after_secs: 24 * 3600,
+            coalesce_ms: 250,
+            max_in_flight: 64,
+        }
+    }
+}
+
 /// The port of the HTTP listener (MCP at `/mcp`) of the single-node default, beside the API's 7400
 /// and raft's 7500: each node's HTTP port is its API port + 200 in every shipped configuration.
 pub const DEFAULT_HTTP_PORT: u16 = 7600;
@@ -245,6 +280,8 @@ pub struct Config {
     pub actors: ActorSettings,
     /// OpenTelemetry export (`[telemetry]`); off by default.
     pub telemetry: TelemetrySettings,
+    /// Wake webhooks (`[wake]`): where targets may point, retries, coalescing.
+    pub wake: WakeSettings,
     /// Threads of the node's async runtime (issue #30: a runtime sized for the machine). None:
     /// one per CPU the process may use (tokio's default). RocksDB's background work and the raft
     /// log's sync thread are not among them.
@@ -285,6 +322,7 @@ impl Default for Config {
             console: ConsoleSettings::default(),
             actors: ActorSettings::default(),
             telemetry: TelemetrySettings::default(),
+            wake: WakeSettings::default(),
             worker_threads: None,
             accept_data_loss: false,
         }
@@ -391,6 +429,15 @@ impl Config {
             || self.raft.election_timeout_max_ms <= self.raft.election_timeout_min_ms
         {
             return Err(bad("raft", "need heartbeat_ms < election_timeout_min_ms < election_timeout_max_ms"));
+        }
+        if self.wake.schemes.is_empty() || self.wake.schemes.iter().any(|s| s != "https" && s != "http") {
+            return Err(bad("wake.schemes", "must name \"https\", \"http\" or both"));
+        }
+        if self.wake.hosts.is_empty() || self.wake.hosts.iter().any(|h| h.is_empty()) {
+            return Err(bad("wake.hosts", "must name at least one host pattern (\"*\" allows any host)"));
+        }
+        if self.wake.give_up_after_secs == 0 || self.wake.coalesce_ms > 60_000 || self.wake.max_in_flight == 0 {
+            return Err(bad("wake", "need give_up_after_secs >= 1, coalesce_ms <= 60000 and max_in_flight >= 1"));
         }
         if self.api.max_message_bytes < 64 * 1024 {
             return Err(bad("api.max_message_bytes", "must be at least 65536"));

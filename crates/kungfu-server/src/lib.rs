@@ -140,7 +140,7 @@
 //! - [`ratelimit`]: per-agent rate limits at the edge (L4), refused with `retry_after`: write and
 //!   read rates per agent and registrations per address (governor), refused with `RATE_LIMITED`.
 //! - [`secrets`]: generation of agent keys and admission grants.
-//! - [`server`]: start, bootstrap, serve, shut down. It runs the scheduler, sweeper and gauges,
+//! - [`server`]: start, bootstrap, serve, shut down. It runs the scheduler, the wake deliverer, sweeper and gauges,
 //!   serves through `grpc::serve` and, when `http_listen` is set, `http::serve` (the MCP, metrics
 //!   and probe URLs in the start-up line), and shuts down on SIGTERM (watch streams and MCP streams
 //!   ended first; connections still open after a 5 s grace are dropped). It fences the node when
@@ -153,6 +153,14 @@
 //!   (`service.name`, `service.instance.id` = node id), parent-based ratio sampling, and the
 //!   `tracing-opentelemetry` layer with a filter of its own (the node's spans down to DEBUG), so the
 //!   DEBUG spans cost nothing when it is off; flushed by `Telemetry::shutdown` after the node stops.
+//! - [`wake`]: wake webhooks (issue #35, docs/wake.md). `wake/mod.rs`: the leader's deliverer,
+//!   driven by the fact feed: dirty agents' turns read every `wake.coalesce_ms`, one event per
+//!   target at a time queued, acknowledged and given up through one `RecordWake` system command per
+//!   round (the replicated outbox a new leader resumes from), delivery ids and bodies derived from
+//!   the replicated event alone. `wake/policy.rs`: where a target may point (`[wake]` schemes, host
+//!   patterns, no private, loopback or link-local address unless `allow_private`). `wake/send.rs`:
+//!   one signed Standard Webhooks POST, every resolved address checked and the connection pinned to
+//!   a checked one, the full-jitter backoff.
 //! - [`canary`]: deliberate bugs for the chaos harness (`skip-dedup`, `early-deadlines`,
 //!   `record-lww`), compiled in only with the cargo feature `canary` and armed by `KUNGFU_CANARY`;
 //!   without the feature, nothing of them is built.
@@ -183,6 +191,7 @@ pub mod reads;
 pub mod secrets;
 pub mod server;
 pub mod telemetry;
+pub mod wake;
 pub mod watch;
 
 pub use config::Config;

@@ -136,6 +136,23 @@ fn describe() {
         Unit::Bytes,
         "Bytes free to this process on the data directory's filesystem."
     );
+    describe_counter!(
+        "kungfu_wake_deliveries_total",
+        "Wake webhook attempts by this node as leader, by outcome (delivered: a 2xx; failed: anything else)."
+    );
+    describe_counter!(
+        "kungfu_wake_give_ups_total",
+        "Wake targets this node as leader recorded failed (give-up time passed)."
+    );
+    describe_histogram!(
+        "kungfu_wake_delivery_seconds",
+        Unit::Seconds,
+        "From the fact that changed an agent's turn to its webhook's 2xx (fact-to-delivery latency)."
+    );
+    describe_gauge!(
+        "kungfu_wake_targets",
+        "Wake targets the leader's deliverer follows (0 on a follower until it leads)."
+    );
     describe_gauge!("kungfu_data_dir_size_bytes", Unit::Bytes, "Size of the data directory's filesystem.");
     describe_gauge!(
         "kungfu_store_memory_bytes",

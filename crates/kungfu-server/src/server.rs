@@ -128,6 +128,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         ready,
         stop_rx.clone(),
     ));
+    // Wake webhooks (issue #35): the leader delivers turn changes to the agents' targets.
+    let deliverer = tokio::spawn(crate::wake::run(backend.clone(), stop_rx.clone()));
     let sweeper = tokio::spawn(backend.actors.clone().run_sweeper(stop_rx));
 
     // Open watch streams would hold the door's graceful shutdown forever; they end when it begins.
@@ -233,6 +235,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let _ = scheduler.await;
     let _ = gauges.await;
     let _ = sweeper.await;
+    let _ = deliverer.await;
     drop(backend);
     match Arc::try_unwrap(node) {
         Ok(node) => node.shutdown().await,

@@ -399,7 +399,7 @@ fn read_rejection(e: &ReadError) -> Rejection {
 
 /// The whole turn of `me` on one snapshot, and an applied index that snapshot reflects (read
 /// before the snapshot is taken: the metrics report an index only once its commit is in storage).
-fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Rejection> {
+pub(crate) fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Rejection> {
     let applied = b.node.applied_index().unwrap_or(0);
     let now = b.node.clock.now();
     let items = b.node.state.read(|s| {

@@ -68,6 +68,42 @@ impl pb::agent_service_server::AgentService for Api {
         let w = self.b.submit(principal, keyed).await.map_err(status)?;
         Ok(Response::new(pb::DeactivateAgentResponse::from_receipt(&w.receipt, w.replayed)))
     }
+
+    async fn set_wake_target(
+        &self,
+        request: Request<pb::SetWakeTargetRequest>,
+    ) -> Result<Response<pb::SetWakeTargetResponse>, Status> {
+        let me = self.b.authenticate_writer(&credentials(&request)).await.map_err(status)?;
+        let req = request.into_inner();
+        // The operator's policy (issue #35: no private destination unless allowed), checked here
+        // for a clear refusal now and again by the leader at every send.
+        if let Err(message) = crate::wake::policy::check_url(&crate::wake::policy_of(&self.b.config.wake), &req.url) {
+            return Err(Status::from(kungfu_api::FieldError::new("url", message)));
+        }
+        let secret = crate::wake::new_secret().map_err(status)?;
+        let keyed = rq::set_wake_target_action(req, secret)?;
+        let w = Box::pin(self.b.write(&me, keyed)).await.map_err(status)?;
+        // L3: the secret goes out with the first success only.
+        let text = crate::wake::send::secret_text(&secret.0);
+        Ok(Response::new(kungfu_api::response::set_wake_target_response(&w.receipt, w.replayed, &text)))
+    }
+
+    async fn remove_wake_target(
+        &self,
+        request: Request<pb::RemoveWakeTargetRequest>,
+    ) -> Result<Response<pb::RemoveWakeTargetResponse>, Status> {
+        self.agent_write(request, rq::remove_wake_target_action).await
+    }
+
+    async fn list_wake_targets(
+        &self,
+        request: Request<pb::ListWakeTargetsRequest>,
+    ) -> Result<Response<pb::WakeTargetList>, Status> {
+        let me = self.b.authenticate(&credentials(&request)).await.map_err(status)?;
+        let agent = me.agent;
+        let targets = self.b.read(move |s, _, _| kungfu_core::read::wake_targets(s, agent)).await.map_err(status)?;
+        Ok(Response::new(kungfu_api::response::wake_target_list(&targets)))
+    }
 }
 
 #[tonic::async_trait]

@@ -1,0 +1,562 @@
+//! Wake webhooks (issue #35, docs/wake.md): the leader tells an idle agent's webhook that its turn
+//! changed, at least once, in order per target, from the replicated facts.
+//!
+//! §8: "Notifications MAY speed this up; correct recovery MUST NOT depend on them." A delivery is a
+//! hint: it carries the agent, a turn cursor and the turn's digest (§12: nothing the agent could
+//! not read, no content, no other party's anything), and the agent reads its turn.
+//!
+//! How it runs (one task per node, [`run`]; it acts only while the node leads with its term
+//! applied, like the deadline scheduler):
+//! - **From the facts, not a poll.** Each term it subscribes to the fact feed, then loads every
+//!   target from the replicated state (`kungfu_core::read::all_wake_targets`), so nothing applied
+//!   in between is missed. An applied command whose effects touched an agent's turn marks the agent
+//!   dirty; so does a deadline among its turn items passing (the item's next step turns `wait` with
+//!   no command), and the acknowledgment of its target's last event.
+//! - **Coalesced.** Every `coalesce_ms` the dirty agents' turns are read on one snapshot each
+//!   (`watch::read_turn`, what the turn watch reads) and filtered per target; a target whose
+//!   filtered digest differs from its last queued event's gets the next event, numbered per target.
+//!   A target holds at most one event not yet acknowledged: changes meanwhile are coalesced into
+//!   the next event, which carries the newest turn.
+//! - **The outbox is replicated.** Events are queued, acknowledged and given up by one
+//!   `RecordWake` system command per round (the core checks the one-outstanding rule). The delivery
+//!   id is derived from the queued event (group, target, sequence, log index), so a retry, or a new
+//!   leader resending an event the old one sent but whose acknowledgment it did not record, sends
+//!   the same `webhook-id` with the same body: receivers dedupe on it.
+//! - **Retries.** A non-2xx answer, a timeout or a refused address is retried with full-jitter
+//!   exponential backoff (1 s doubling to 5 min, [`send::backoff`]); after `give_up_after_secs`
+//!   from the event's fact the leader records the target failed, which `ListWakeTargets`, the CLI
+//!   and the metrics show. A failed target sends nothing until its agent sets it again.
+//! - **Where a target may point** is checked at each send ([`send::Sender`]): the operator's
+//!   policy, every resolved address, the connection pinned to a checked address.
+
+pub mod policy;
+pub mod send;
+
+use crate::backend::Backend;
+use crate::config::WakeSettings;
+use kungfu_core::model::{WakeEvent, WakeFailure, WakeTarget};
+use kungfu_core::read::TurnItem;
+use kungfu_core::watch::{TurnCursor, turn_digest};
+use kungfu_raft::feed::FeedEvent;
+use kungfu_raft::node::caught_up_in;
+use kungfu_types::{AgentId, Code, GroupId, Rejection, Timestamp, WakeSecret, WakeTargetId};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
+
+/// Targets read per page when (re)loading.
+const LOAD_PAGE: usize = 1024;
+/// Agents whose turns one round reads; the rest wait for the next round.
+const MAX_AGENTS_PER_ROUND: usize = 2048;
+/// Wait before loading again after a failed read or proposal.
+const RETRY_AFTER: Duration = Duration::from_millis(500);
+
+/// The operator's address policy of every check, at the door and at each send.
+pub fn policy_of(s: &WakeSettings) -> policy::WakePolicy {
+    policy::WakePolicy { schemes: s.schemes.clone(), hosts: s.hosts.clone(), allow_private: s.allow_private }
+}
+
+/// A new signing secret: 32 bytes from the operating system.
+pub fn new_secret() -> Result<WakeSecret, Rejection> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Rejection::new(Code::Unavailable, format!("no randomness available: {e}; retry")))?;
+    Ok(WakeSecret(bytes))
+}
+
+/// The delivery id of an event: the same for every attempt and every leader (docs/wake.md).
+pub fn delivery_id(group: GroupId, target: WakeTargetId, e: &WakeEvent) -> String {
+    let h = kungfu_core::codec::sha256(&("kungfu.wake.v1", group, target, e.seq, e.applied_index));
+    format!("wk_{}", hex::encode(&h[..16]))
+}
+
+/// The body of an event (§12: the agent's own cursor and digest, nothing else). Built from the
+/// replicated event alone, so any leader sends the same bytes under the same id.
+pub fn body(group: GroupId, agent: AgentId, target: WakeTargetId, e: &WakeEvent) -> Vec<u8> {
+    let cursor = TurnCursor { group, applied_index: e.applied_index, digest: e.digest };
+    let v = serde_json::json!({
+        "type": "kungfu.turn.changed",
+        "id": delivery_id(group, target, e),
+        "agent": agent.to_string(),
+        "target": target.to_string(),
+        "sequence": e.seq,
+        "cursor": kungfu_api::watch::encode_cursor(&cursor),
+        "applied_index": e.applied_index,
+        "digest": hex::encode(e.digest),
+        "changed_at_unix_micros": e.queued_at.as_micros(),
+    });
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// Runs until `stop` changes: one [`lead`] per term this node leads.
+pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let me = b.node.id;
+    let sender = match send::Sender::new(Arc::new(policy_of(&b.config.wake))) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "wake deliveries are off: the HTTP client could not be built");
+            return;
+        }
+    };
+    loop {
+        let wait = b.node.raft.wait(None);
+        let leads = wait.metrics(move |m| caught_up_in(m, me), "the wake deliverer: lead");
+        tokio::select! {
+            r = leads => if r.is_err() { return },
+            _ = stop.changed() => return,
+        }
+        if kungfu_raft::fatal::core_stop(&b.node.raft).is_some() {
+            return;
+        }
+        let ended = Deliverer::new(b.clone(), sender.clone()).lead(&mut stop).await;
+        match ended {
+            Ended::Stopped => return,
+            Ended::Lost => {}
+            Ended::Failed => tokio::select! {
+                () = tokio::time::sleep(RETRY_AFTER) => {}
+                _ = stop.changed() => return,
+            },
+        }
+    }
+}
+
+enum Ended {
+    Lost,
+    Failed,
+    Stopped,
+}
+
+/// One target as the leader follows it.
+#[derive(Debug)]
+struct Live {
+    t: WakeTarget,
+    in_flight: bool,
+    attempts: u32,
+    retry_at: Option<Instant>,
+}
+
+/// What one finished attempt reports.
+struct Attempt {
+    target: WakeTargetId,
+    seq: u64,
+    outcome: send::Outcome,
+}
+
+struct Deliverer {
+    b: Arc<Backend>,
+    sender: send::Sender,
+    group: GroupId,
+    targets: HashMap<WakeTargetId, Live>,
+    by_agent: HashMap<AgentId, BTreeSet<WakeTargetId>>,
+    dirty: BTreeMap<AgentId, Timestamp>,
+    /// When an item of an agent's turn turns `wait` (its deadline passes with no command).
+    due: BTreeMap<Timestamp, BTreeSet<AgentId>>,
+    acks: Vec<(AgentId, WakeTargetId, u64)>,
+    gave_up: Vec<(AgentId, WakeTargetId, WakeFailure)>,
+    sends: JoinSet<Attempt>,
+}
+
+impl Deliverer {
+    fn new(b: Arc<Backend>, sender: send::Sender) -> Deliverer {
+        let group = b.node.group();
+        Deliverer {
+            b,
+            sender,
+            group,
+            targets: HashMap::new(),
+            by_agent: HashMap::new(),
+            dirty: BTreeMap::new(),
+            due: BTreeMap::new(),
+            acks: Vec::new(),
+            gave_up: Vec::new(),
+            sends: JoinSet::new(),
+        }
+    }
+
+    fn now(&self) -> Timestamp {
+        self.b.node.clock.now()
+    }
+
+    /// Every target of the replicated state; every agent holding one is dirty (a change made
+    /// while no leader delivered is found by its digest).
+    fn load(&mut self) -> Result<(), kungfu_core::StateError> {
+        self.sends.abort_all();
+        self.targets.clear();
+        self.by_agent.clear();
+        self.due.clear();
+        self.acks.clear();
+        self.gave_up.clear();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page =
+                self.b.node.state.read(|s| kungfu_core::read::all_wake_targets(s, after.as_deref(), LOAD_PAGE))?;
+            let full = page.len() == LOAD_PAGE;
+            for (key, t) in page {
+                after = Some(key);
+                self.insert(t);
+            }
+            if !full {
+                break;
+            }
+        }
+        let now = self.now();
+        for agent in self.by_agent.keys() {
+            self.dirty.entry(*agent).or_insert(now);
+        }
+        metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
+        Ok(())
+    }
+
+    fn insert(&mut self, t: WakeTarget) {
+        self.by_agent.entry(t.agent).or_default().insert(t.id);
+        self.targets.insert(t.id, Live { t, in_flight: false, attempts: 0, retry_at: None });
+    }
+
+    /// Folds one applied command's wake facts into the targets, and marks the agents whose turn
+    /// it touched.
+    fn follow(&mut self, c: &kungfu_raft::feed::AppliedCommand) {
+        use kungfu_core::Fact::*;
+        let at = c.facts.first().map_or_else(|| self.now(), |f| f.at);
+        for f in &c.facts {
+            match &f.fact {
+                WakeTargetSet { target, agent, url, secret, filter } => {
+                    self.insert(WakeTarget {
+                        id: *target,
+                        agent: *agent,
+                        url: url.clone(),
+                        secret: *secret,
+                        filter: filter.clone(),
+                        created_at: f.at,
+                        queued: None,
+                        delivered: 0,
+                        failed: None,
+                    });
+                    self.dirty.entry(*agent).or_insert(at);
+                }
+                WakeTargetRemoved { target, agent } => {
+                    self.targets.remove(target);
+                    if let Some(set) = self.by_agent.get_mut(agent) {
+                        set.remove(target);
+                        if set.is_empty() {
+                            self.by_agent.remove(agent);
+                        }
+                    }
+                }
+                WakeQueued { target, event, .. } => {
+                    if let Some(l) = self.targets.get_mut(target) {
+                        l.t.queued = Some(*event);
+                        l.attempts = 0;
+                        l.retry_at = None;
+                    }
+                }
+                WakeDelivered { target, agent, seq } => {
+                    if let Some(l) = self.targets.get_mut(target) {
+                        l.t.delivered = l.t.delivered.max(*seq);
+                    }
+                    // The next change, if any, may now be queued.
+                    self.dirty.entry(*agent).or_insert(at);
+                }
+                WakeGaveUp { target, failure, .. } => {
+                    if let Some(l) = self.targets.get_mut(target) {
+                        l.t.failed = Some(failure.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        for agent in &c.effects.turns {
+            if self.by_agent.contains_key(agent) {
+                self.dirty.entry(*agent).or_insert(at);
+            }
+        }
+        metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
+    }
+
+    /// One term: load, then follow the feed, queue, send and record until the term ends.
+    async fn lead(mut self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Ended {
+        let me = self.b.node.id;
+        let term = self.b.node.metrics().current_term;
+        let mut feed = self.b.node.feed.subscribe();
+        if let Err(e) = self.load() {
+            tracing::error!(error = %e, "cannot read the wake targets; trying again after a pause");
+            return Ended::Failed;
+        }
+        tracing::info!(targets = self.targets.len(), term, "wake deliveries resumed from the replicated outbox");
+        let b = self.b.clone();
+        let lost = kungfu_raft::node::wait_server_metrics(&b.node.raft, move |m| {
+            kungfu_raft::node::server_leader(m) != Some(me) || kungfu_raft::node::server_term(m) != term
+        });
+        tokio::pin!(lost);
+        let window = Duration::from_millis(self.b.config.wake.coalesce_ms.max(1));
+        let mut round = tokio::time::interval(window);
+        round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            self.start_sends();
+            let retry = self.next_retry();
+            tokio::select! {
+                // The feed first: a round never queues from a view older than what was applied.
+                biased;
+                _ = stop.changed() => return Ended::Stopped,
+                r = &mut lost => {
+                    if r.is_err() {
+                        return Ended::Stopped;
+                    }
+                    tracing::info!(term, "wake deliveries paused: this node no longer leads");
+                    return Ended::Lost;
+                }
+                event = feed.recv() => match event {
+                    Ok(FeedEvent::Applied { commands, .. }) => commands.iter().for_each(|c| self.follow(c)),
+                    Ok(FeedEvent::Replaced { .. }) | Err(RecvError::Lagged(_)) => {
+                        if let Err(e) = self.load() {
+                            tracing::error!(error = %e, "cannot read the wake targets; trying again after a pause");
+                            return Ended::Failed;
+                        }
+                    }
+                    Err(RecvError::Closed) => return Ended::Stopped,
+                },
+                Some(done) = self.sends.join_next(), if !self.sends.is_empty() => {
+                    if let Ok(a) = done {
+                        self.finished(a);
+                    }
+                }
+                () = sleep_until(retry), if retry.is_some() => {}
+                _ = round.tick() => {
+                    match self.round().await {
+                        Ok(()) => {}
+                        Err(Ended::Lost) => return Ended::Lost,
+                        Err(other) => return other,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The earliest retry of a target waiting for one.
+    fn next_retry(&self) -> Option<Instant> {
+        self.targets.values().filter(|l| !l.in_flight && l.t.outstanding().is_some()).filter_map(|l| l.retry_at).min()
+    }
+
+    /// Starts an attempt for every target with an event outstanding, none in flight and no retry
+    /// pending, up to `max_in_flight`.
+    fn start_sends(&mut self) {
+        let max = self.b.config.wake.max_in_flight;
+        let now = Instant::now();
+        let mut ready: Vec<WakeTargetId> = self
+            .targets
+            .values()
+            .filter(|l| !l.in_flight && l.t.outstanding().is_some() && l.retry_at.is_none_or(|r| r <= now))
+            .map(|l| l.t.id)
+            .collect();
+        ready.sort_unstable();
+        for id in ready {
+            if self.sends.len() >= max {
+                return;
+            }
+            let Some(l) = self.targets.get_mut(&id) else { continue };
+            let Some(e) = l.t.outstanding() else { continue };
+            l.in_flight = true;
+            let (group, agent, url, secret, sender) =
+                (self.group, l.t.agent, l.t.url.clone(), l.t.secret, self.sender.clone());
+            self.sends.spawn(async move {
+                let id_text = delivery_id(group, id, &e);
+                let body = body(group, agent, id, &e);
+                let timestamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                let outcome = sender
+                    .send(&send::Delivery { url: &url, id: &id_text, timestamp, body: &body, secret: &secret.0 })
+                    .await;
+                Attempt { target: id, seq: e.seq, outcome }
+            });
+        }
+    }
+
+    /// An attempt ended: acknowledge it, or schedule its retry, or give up.
+    fn finished(&mut self, a: Attempt) {
+        let now = self.now();
+        let give_up_after = self.b.config.wake.give_up_after_secs;
+        let Some(l) = self.targets.get_mut(&a.target) else { return };
+        l.in_flight = false;
+        let Some(e) = l.t.outstanding().filter(|e| e.seq == a.seq) else { return };
+        match a.outcome {
+            send::Outcome::Delivered { .. } => {
+                metrics::counter!("kungfu_wake_deliveries_total", "outcome" => "delivered").increment(1);
+                let latency = now.0.saturating_sub(e.queued_at.0) as f64 / 1e6;
+                metrics::histogram!("kungfu_wake_delivery_seconds").record(latency);
+                // Held here until recorded: no second send of this event from this leader.
+                l.t.delivered = e.seq;
+                self.acks.push((l.t.agent, l.t.id, e.seq));
+            }
+            send::Outcome::Failed { error } => {
+                metrics::counter!("kungfu_wake_deliveries_total", "outcome" => "failed").increment(1);
+                l.attempts += 1;
+                let age = Duration::from_micros(now.0.saturating_sub(e.queued_at.0));
+                if age >= Duration::from_secs(give_up_after) {
+                    tracing::warn!(target = %l.t.id, agent = %l.t.agent, seq = e.seq, %error, "wake delivery given up");
+                    l.t.failed = Some(WakeFailure { seq: e.seq, at: now, error: error.clone() });
+                    self.gave_up.push((l.t.agent, l.t.id, WakeFailure { seq: e.seq, at: now, error }));
+                } else {
+                    let wait = send::backoff(l.attempts, unit());
+                    tracing::debug!(target = %l.t.id, seq = e.seq, %error, ?wait, "wake delivery failed; retrying");
+                    l.retry_at = Some(Instant::now() + wait);
+                }
+            }
+        }
+    }
+
+    /// One coalescing round: the dirty agents' turns read, new events queued, and the round's
+    /// events, acknowledgments and give-ups recorded in one command.
+    async fn round(&mut self) -> Result<(), Ended> {
+        let now = self.now();
+        // Deadlines that passed turn their items to `wait`: a change with no command.
+        let passed: Vec<Timestamp> = self.due.range(..=now).map(|(t, _)| *t).collect();
+        for t in passed {
+            for agent in self.due.remove(&t).unwrap_or_default() {
+                self.dirty.entry(agent).or_insert(t);
+            }
+        }
+        let mut queued = Vec::new();
+        let limits = self.b.limits();
+        let agents: Vec<(AgentId, Timestamp)> =
+            self.dirty.iter().take(MAX_AGENTS_PER_ROUND).map(|(a, t)| (*a, *t)).collect();
+        for (agent, since) in agents {
+            self.dirty.remove(&agent);
+            let ready: Vec<WakeTargetId> = self
+                .by_agent
+                .get(&agent)
+                .map(|ids| {
+                    ids.iter()
+                        .filter(|id| {
+                            self.targets.get(id).is_some_and(|l| l.t.failed.is_none() && l.t.outstanding().is_none())
+                        })
+                        .copied()
+                        .collect()
+                })
+                .unwrap_or_default();
+            if ready.is_empty() {
+                continue;
+            }
+            let (applied, items) = match crate::watch::read_turn(&self.b, agent, &limits) {
+                Ok(r) => r,
+                Err(r) => {
+                    tracing::warn!(%agent, error = %r, "wake: cannot read the agent's turn; skipped this round");
+                    continue;
+                }
+            };
+            if let Some(next) = next_wait(&items, now) {
+                self.due.entry(next).or_default().insert(agent);
+            }
+            for id in ready {
+                let Some(l) = self.targets.get(&id) else { continue };
+                let mine: Vec<TurnItem> =
+                    items.iter().filter(|i| l.t.filter.admits(i.kind, i.object)).cloned().collect();
+                let digest = turn_digest(agent, &mine);
+                let last = l.t.queued.map_or_else(|| turn_digest(agent, &[]), |e| e.digest);
+                if digest != last {
+                    let seq = l.t.queued.map_or(1, |e| e.seq + 1);
+                    queued.push((agent, id, WakeEvent { seq, applied_index: applied, digest, queued_at: since }));
+                }
+            }
+        }
+        if queued.is_empty() && self.acks.is_empty() && self.gave_up.is_empty() {
+            return Ok(());
+        }
+        let (nq, nd, ng) = (queued.len(), self.acks.len(), self.gave_up.len());
+        let action = kungfu_core::Action::RecordWake {
+            queued,
+            delivered: std::mem::take(&mut self.acks),
+            gave_up: std::mem::take(&mut self.gave_up),
+        };
+        match self.b.submit_system_many(vec![action]).await {
+            Ok(mut answers) => match answers.pop() {
+                Some(Ok(_)) => {
+                    tracing::debug!(queued = nq, delivered = nd, gave_up = ng, "wake progress recorded");
+                    metrics::counter!("kungfu_wake_give_ups_total").increment(ng as u64);
+                    Ok(())
+                }
+                other => {
+                    // The replicated outbox disagrees with this view: start again from it.
+                    tracing::warn!(answer = ?other, "wake progress refused; reloading the targets");
+                    self.load().map_err(|_| Ended::Failed)
+                }
+            },
+            Err(kungfu_raft::WriteError::NotLeader { .. }) => Err(Ended::Lost),
+            Err(e) => {
+                // Unknown outcome: what was recorded arrives on the feed; what was not is found
+                // again (an acknowledged event not recorded is resent under the same id).
+                tracing::warn!(error = %e, "wake progress not recorded; reloading the targets");
+                self.load().map_err(|_| Ended::Failed)
+            }
+        }
+    }
+}
+
+/// The earliest future deadline among items not yet `wait`.
+fn next_wait(items: &[TurnItem], now: Timestamp) -> Option<Timestamp> {
+    items.iter().filter(|i| i.next != kungfu_types::NextStep::Wait).filter_map(|i| i.due_at).filter(|d| *d > now).min()
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A draw in [0, 1) for the backoff's jitter.
+fn unit() -> f64 {
+    let mut b = [0u8; 4];
+    if getrandom::fill(&mut b).is_err() {
+        return 0.5;
+    }
+    f64::from(u32::from_le_bytes(b)) / (f64::from(u32::MAX) + 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64, index: u64) -> WakeEvent {
+        WakeEvent { seq, applied_index: index, digest: [9; 32], queued_at: Timestamp(1_000) }
+    }
+
+    #[test]
+    fn a_delivery_id_is_stable_per_event_and_differs_between_events() {
+        let (g, t) = (GroupId::ZERO, WakeTargetId(3));
+        assert_eq!(delivery_id(g, t, &event(1, 10)), delivery_id(g, t, &event(1, 10)));
+        assert_ne!(delivery_id(g, t, &event(1, 10)), delivery_id(g, t, &event(2, 10)));
+        assert_ne!(delivery_id(g, t, &event(1, 10)), delivery_id(g, WakeTargetId(4), &event(1, 10)));
+        assert_ne!(delivery_id(g, t, &event(1, 10)), delivery_id(GroupId(5), t, &event(1, 10)));
+        assert!(delivery_id(g, t, &event(1, 10)).starts_with("wk_"));
+    }
+
+    #[test]
+    fn the_body_names_only_the_agent_its_target_and_the_cursor() {
+        let b = body(GroupId::ZERO, AgentId(7), WakeTargetId(3), &event(2, 40));
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["type"], "kungfu.turn.changed");
+        assert_eq!(v["agent"], "ag_7");
+        assert_eq!(v["target"], "wt_3");
+        assert_eq!(v["sequence"], 2);
+        assert_eq!(v["applied_index"], 40);
+        assert_eq!(v["id"], delivery_id(GroupId::ZERO, WakeTargetId(3), &event(2, 40)));
+        let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let allowed: BTreeSet<&str> = [
+            "type",
+            "id",
+            "agent",
+            "target",
+            "sequence",
+            "cursor",
+            "applied_index",
+            "digest",
+            "changed_at_unix_micros",
+        ]
+        .into();
+        assert_eq!(keys, allowed, "§12: a body grows only by review");
+        // The same event gives the same bytes: a new leader resends exactly what the old one sent.
+        assert_eq!(b, body(GroupId::ZERO, AgentId(7), WakeTargetId(3), &event(2, 40)));
+    }
+}
