@@ -78,7 +78,7 @@ fn every_write_request_starts_with_its_idempotency_key() {
     let all = messages();
     let writes: Vec<_> =
         all.iter().filter(|(n, m)| is_protocol(m) && n.ends_with("Request") && !is_read_request(n)).collect();
-    assert_eq!(writes.len(), 39, "one write request per client action kind");
+    assert_eq!(writes.len(), 41, "one write request per client action kind");
     for (name, m) in writes {
         assert_eq!(m.fields.first(), Some(&("string".to_string(), "idempotency_key".to_string())), "{name}");
     }

@@ -328,13 +328,25 @@ fn deactivated_agent_every_action_is_agent_inactive() {
             message: body_for_record(),
             ask: None,
         },
+        // Wake targets (issue #35).
+        Action::SetWakeTarget {
+            url: "https://h.example.com/".into(),
+            secret: WakeSecret([1; 32]),
+            filter: Default::default(),
+        },
+        Action::RemoveWakeTarget { target: WakeTargetId(1) },
     ];
     // Every agent action of the protocol is covered (all kinds but registration, deactivation, expiry).
     let kinds: BTreeSet<ActionKind> = actions.iter().map(Action::kind).collect();
     let expected: BTreeSet<ActionKind> = ActionKind::ALL
         .iter()
         .copied()
-        .filter(|k| !matches!(k, ActionKind::RegisterAgent | ActionKind::DeactivateAgent | ActionKind::Expire))
+        .filter(|k| {
+            !matches!(
+                k,
+                ActionKind::RegisterAgent | ActionKind::DeactivateAgent | ActionKind::Expire | ActionKind::RecordWake
+            )
+        })
         .collect();
     assert_eq!(kinds, expected);
 

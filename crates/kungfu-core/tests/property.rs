@@ -80,6 +80,9 @@ enum Op {
     // A patch of a picked record: each op is (kind, argument); the base lags the record's rev by
     // `base_lag % 3` (stale bases), or is 0 now and then (refused).
     PatchRecord { record: u8, who: u8, base_lag: u8, ops: Vec<(u8, u8)> },
+    // Wake targets (issue #35): set or remove one (an agent), or the leader's deliverer recording
+    // progress on one, mostly valid (the next event, the outstanding one acknowledged or given up).
+    Wake { who: u8, what: u8 },
     Deactivate { who: u8 },
     Advance { secs: u16 },
     FireTimers,
@@ -122,6 +125,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(thread, who, scope, governors)| Op::CreateRecord { thread, who, scope, governors }),
         16 => (u(), u(), u(), proptest::collection::vec((u(), u()), 1..4))
             .prop_map(|(record, who, base_lag, ops)| Op::PatchRecord { record, who, base_lag, ops }),
+        3 => (u(), u()).prop_map(|(who, what)| Op::Wake { who, what }),
         1 => u().prop_map(|who| Op::Deactivate { who }),
         5 => (1u16..120).prop_map(|secs| Op::Advance { secs }),
         3 => Just(Op::FireTimers),
@@ -924,6 +928,55 @@ impl Driver {
                 let ops = if base_lag % 19 == 1 { Vec::new() } else { ops };
                 let message = LabeledBody::Content { content: Content::from("patch"), labels: fleet };
                 self.run(a, Action::PatchRecord { record: rid, base_rev, ops, message, ask: None });
+            }
+            Op::Wake { who, what } => {
+                let Some(a) = pick(&m.agents, who) else {
+                    return;
+                };
+                let held = kungfu_core::read::wake_targets(&self.w.state, a).unwrap_or_default();
+                match (what % 5, held.get(what as usize / 5 % held.len().max(1))) {
+                    (0 | 1, _) | (_, None) => {
+                        let secret = WakeSecret([what; 32]);
+                        let url = format!("https://h{}.example.com/{what}", what % 3);
+                        self.run(a, Action::SetWakeTarget { url, secret, filter: WakeFilter::default() });
+                    }
+                    (2, Some(t)) => self.run(a, Action::RemoveWakeTarget { target: t.id }),
+                    (k, Some(t)) => {
+                        let now = self.w.now;
+                        let next = t.queued.map_or(1, |e| e.seq + 1);
+                        // Now and then out of sequence (refused whole).
+                        let seq = if what % 11 == 0 { next + 1 } else { next };
+                        let event =
+                            WakeEvent { seq, applied_index: u64::from(what), digest: [what; 32], queued_at: now };
+                        let outstanding = t.queued.filter(|e| e.seq > t.delivered).map(|e| e.seq);
+                        let action = match (k, outstanding) {
+                            (3, Some(o)) => Action::RecordWake {
+                                queued: vec![],
+                                delivered: vec![(a, t.id, o)],
+                                gave_up: if what % 7 == 0 {
+                                    vec![(a, t.id, WakeFailure { seq: o, at: now, error: "HTTP 500".into() })]
+                                } else {
+                                    vec![]
+                                },
+                            },
+                            (_, Some(o)) if what % 3 == 0 => Action::RecordWake {
+                                queued: vec![],
+                                delivered: vec![],
+                                gave_up: vec![(a, t.id, WakeFailure { seq: o, at: now, error: "timed out".into() })],
+                            },
+                            _ => Action::RecordWake {
+                                queued: vec![(a, t.id, event)],
+                                delivered: vec![],
+                                gave_up: vec![],
+                            },
+                        };
+                        let ts = now.plus(Micros(1));
+                        self.w.now = ts;
+                        let cmd = Command::new(Principal::System, action, None, ts);
+                        let applied = self.w.exec_cmd(&cmd);
+                        self.record(cmd, &applied);
+                    }
+                }
             }
             Op::Deactivate { who } => {
                 // Rare, and never the last active agents, so sequences keep going.

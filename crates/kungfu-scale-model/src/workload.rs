@@ -152,7 +152,8 @@ impl Mix {
 
     pub fn share(&self, kind: ActionKind) -> f64 {
         let total: f64 = self.weights.iter().map(|w| w.1).sum();
-        self.weights.iter().filter(|w| w.0 == kind).map(|w| w.1).sum::<f64>() / total
+        // `+ 0.0`: an empty float sum is -0.0, which would print as a share of "-0.000".
+        self.weights.iter().filter(|w| w.0 == kind).map(|w| w.1).sum::<f64>() / total + 0.0
     }
 
     pub fn sample(&self, rng: &mut Rng) -> ActionKind {
@@ -431,9 +432,13 @@ mod tests {
         let b = Mix::headline();
         let total: f64 = ActionKind::ALL.iter().map(|&k| b.share(k)).sum();
         assert!((total - 1.0).abs() < 1e-9);
-        // Every action kind of the protocol appears in some mix the report measures.
+        // Every action kind of the protocol appears in some mix the report measures. The wake
+        // targets (issue #35) are not protocol actions but the runtime's notification settings
+        // and its deliverer's progress, writes of the agent's home only: their rows are measured
+        // alone, not drawn in the mixes.
+        let runtime = [ActionKind::SetWakeTarget, ActionKind::RemoveWakeTarget, ActionKind::RecordWake];
         for &k in ActionKind::ALL {
-            assert!(b.share(k) > 0.0, "{k:?} is never drawn");
+            assert_eq!(b.share(k) > 0.0, !runtime.contains(&k), "{k:?}: drawn exactly when a protocol action");
         }
     }
 

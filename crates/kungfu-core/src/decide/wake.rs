@@ -37,7 +37,7 @@ pub(super) fn set_target(
     if filter.objects.len() > l.max_filter_objects {
         return reject_field(
             Code::LimitExceeded,
-            "filter.objects",
+            "objects",
             format!("names {} objects; the limit is {}", filter.objects.len(), l.max_filter_objects),
         );
     }

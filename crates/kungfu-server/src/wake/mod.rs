@@ -283,7 +283,11 @@ impl Deliverer {
             tracing::error!(error = %e, "cannot read the wake targets; trying again after a pause");
             return Ended::Failed;
         }
-        tracing::info!(targets = self.targets.len(), term, "wake deliveries resumed from the replicated outbox");
+        if self.targets.is_empty() {
+            tracing::debug!(term, "wake deliverer leading; no targets");
+        } else {
+            tracing::info!(targets = self.targets.len(), term, "wake deliveries resumed from the replicated outbox");
+        }
         let b = self.b.clone();
         let lost = kungfu_raft::node::wait_server_metrics(&b.node.raft, move |m| {
             kungfu_raft::node::server_leader(m) != Some(me) || kungfu_raft::node::server_term(m) != term
