@@ -17,6 +17,9 @@
 //!   mark (`<data_dir>/log/ACKNOWLEDGED`), so a log that lost entries it acknowledged is trusted as
 //!   whole: it votes and leads (breaks issue #33; the `amnesia` nemesis must make the `facts`
 //!   workload report acknowledged facts lost or their entry numbers reused).
+//! - `wake-drop`: a wake deliverer that starts leading records every outstanding event as
+//!   delivered without sending it, so the deliveries a leader change interrupted are lost (breaks
+//!   issue #35's at-least-once; the `wake` workload must report a sequence number never received).
 
 /// How far ahead `early-deadlines` fires.
 pub const EARLY_BY_MICROS: u64 = 3_000_000;

@@ -205,6 +205,15 @@ impl Deliverer {
         for agent in self.by_agent.keys() {
             self.dirty.entry(*agent).or_insert(now);
         }
+        if crate::canary::armed("wake-drop") {
+            // The deliberate bug: what the last leader had outstanding is recorded delivered, unsent.
+            for l in self.targets.values_mut() {
+                if let Some(e) = l.t.outstanding() {
+                    l.t.delivered = e.seq;
+                    self.acks.push((l.t.agent, l.t.id, e.seq));
+                }
+            }
+        }
         metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
         Ok(())
     }
