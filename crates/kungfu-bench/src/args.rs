@@ -100,6 +100,26 @@ pub enum BenchCmd {
     /// count; operations per second, latency, errors and the memory of every server process, with
     /// kungfu/etcd ratios. etcd runs when an `etcd` binary is found (`--etcd`, else PATH).
     Compare(BenchCompare),
+    /// Wake webhooks (issue #35, docs/wake.md): writers asking `--agents` agents to respond, first
+    /// with no wake target set, then with one per agent pointing at a receiver on loopback;
+    /// posts per second without and with the targets, and the fact-to-delivery latency of every
+    /// delivery of the second window.
+    Wake {
+        #[command(flatten)]
+        cluster: BenchCluster,
+        /// Agents asked (each gets a wake target for the second window).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        agents: u64,
+        /// Writers, each with one post in flight, each post asking one agent.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100))]
+        writers: u64,
+        /// Client connections the writers share.
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        connections: u64,
+        /// Seconds of each window (without, then with the targets).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        seconds: u64,
+    },
     /// A regression guard, not a timed test: the instructions (callgrind's `Ir`) one `kungfud`
     /// node executes for a fixed sequence of calls, one at a time: `--ops` posts to the writer's
     /// own thread, then `--ops` linearizable reads. Needs valgrind (Debian's `valgrind`).

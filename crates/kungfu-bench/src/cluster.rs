@@ -29,11 +29,13 @@ pub struct Runner {
     pub prefix: Vec<OsString>,
     /// How long the cluster may take to elect a leader that every node knows.
     pub elect_bound: Duration,
+    /// TOML appended to every node's config (whole tables, such as `bench wake`'s `[wake]`).
+    pub extra_config: String,
 }
 
 impl Default for Runner {
     fn default() -> Runner {
-        Runner { prefix: Vec::new(), elect_bound: ELECT_BOUND }
+        Runner { prefix: Vec::new(), elect_bound: ELECT_BOUND, extra_config: String::new() }
     }
 }
 
@@ -210,8 +212,9 @@ impl Cluster {
             let (metrics, http) = (free_port()?, free_port()?);
             // Top-level keys, so they go before the tables of `config_text`.
             let text = format!(
-                "metrics_listen = \"{metrics}\"\nhttp_listen = \"{http}\"\n{}",
-                config_text(*id, &addrs, &data, &cluster.token)
+                "metrics_listen = \"{metrics}\"\nhttp_listen = \"{http}\"\n{}{}",
+                config_text(*id, &addrs, &data, &cluster.token),
+                cluster.runner.extra_config
             );
             std::fs::write(&config, text).map_err(|e| io_error("write", &config, e))?;
             let log = cluster.dir.join(format!("node{id}.log"));

@@ -338,7 +338,11 @@ pub async fn run(args: BenchInstructions, binary: PathBuf, server: Value, json: 
     let payload_bytes =
         usize::try_from(args.payload_bytes).map_err(|_| CliError::usage("--payload-bytes is too large"))?;
     let opts = BenchCluster { nodes: 1, files: args.files.clone(), base_port: None };
-    let runner = Runner { prefix: valgrind_prefix(&tools.valgrind), elect_bound: ELECT_BOUND_UNDER_VALGRIND };
+    let runner = Runner {
+        prefix: valgrind_prefix(&tools.valgrind),
+        elect_bound: ELECT_BOUND_UNDER_VALGRIND,
+        ..Runner::default()
+    };
     progress("the node runs under callgrind, counting nothing until the counted calls");
     let (cluster, leader) = Cluster::launch_with(&opts, binary, runner).await?;
     let pid = cluster.pids().first().map(|(_, pid)| *pid).ok_or_else(|| CliError::other("the node is not running"))?;

@@ -31,6 +31,7 @@ mod instructions;
 mod load;
 mod memory;
 mod stats;
+mod wake;
 mod work;
 mod write;
 
@@ -75,7 +76,9 @@ async fn run(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
 
 async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
     let files: &BenchFiles = match &cmd {
-        BenchCmd::Deadlines { cluster, .. } | BenchCmd::Write { cluster, .. } => &cluster.files,
+        BenchCmd::Deadlines { cluster, .. } | BenchCmd::Write { cluster, .. } | BenchCmd::Wake { cluster, .. } => {
+            &cluster.files
+        }
         BenchCmd::Compare(args) => &args.files,
         BenchCmd::Instructions(args) => &args.files,
     };
@@ -133,6 +136,17 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
             let title = format!("kungfu bench write: {writers} writer(s), {} node(s)", cluster.nodes);
             let report = write::run(&cluster, binary.clone(), p).await?;
             ("write", title, params, report.to_json(), report.rows())
+        }
+        BenchCmd::Wake { cluster, agents, writers, connections, seconds } => {
+            let p = wake::Params { agents, writers, connections, seconds };
+            let params = format!(
+                "nodes {}, agents {agents}, writers {writers}, connections {connections}, {seconds} s per window",
+                cluster.nodes
+            );
+            let title =
+                format!("kungfu bench wake: {agents} agent(s) asked by {writers} writer(s), {} node(s)", cluster.nodes);
+            let report = wake::run(&cluster, binary.clone(), p).await?;
+            ("wake", title, params, report.to_json(), report.rows())
         }
     };
     let machine = machine();
