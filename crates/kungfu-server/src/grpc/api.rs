@@ -78,6 +78,8 @@ impl pb::agent_service_server::AgentService for Api {
         // The operator's policy (issue #35: no private destination unless allowed), checked here
         // for a clear refusal now and again by the leader at every send.
         if let Err(message) = crate::wake::policy::check_url(&crate::wake::policy_of(&self.b.config.wake), &req.url) {
+            // The policy's messages start with the field's name, which the rejection adds itself.
+            let message = message.strip_prefix("url: ").unwrap_or(&message).to_string();
             return Err(Status::from(kungfu_api::FieldError::new("url", message)));
         }
         let secret = crate::wake::new_secret().map_err(status)?;

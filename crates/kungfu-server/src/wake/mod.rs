@@ -221,13 +221,16 @@ impl Deliverer {
     fn insert(&mut self, t: WakeTarget) {
         self.by_agent.entry(t.agent).or_default().insert(t.id);
         self.targets.insert(t.id, Live { t, in_flight: false, attempts: 0, retry_at: None });
+        metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
     }
 
     /// Folds one applied command's wake facts into the targets, and marks the agents whose turn
     /// it touched.
     fn follow(&mut self, c: &kungfu_raft::feed::AppliedCommand) {
         use kungfu_core::Fact::*;
-        let at = c.facts.first().map_or_else(|| self.now(), |f| f.at);
+        let Some(at) = c.facts.first().map(|f| f.at) else {
+            return;
+        };
         for f in &c.facts {
             match &f.fact {
                 WakeTargetSet { target, agent, url, secret, filter } => {
@@ -246,6 +249,7 @@ impl Deliverer {
                 }
                 WakeTargetRemoved { target, agent } => {
                     self.targets.remove(target);
+                    metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
                     if let Some(set) = self.by_agent.get_mut(agent) {
                         set.remove(target);
                         if set.is_empty() {
@@ -280,7 +284,6 @@ impl Deliverer {
                 self.dirty.entry(*agent).or_insert(at);
             }
         }
-        metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
     }
 
     /// One term: load, then follow the feed, queue, send and record until the term ends.
