@@ -25,7 +25,12 @@
 //! - **Retries.** A non-2xx answer, a timeout or a refused address is retried with full-jitter
 //!   exponential backoff (1 s doubling to 5 min, [`send::backoff`]); after `give_up_after_secs`
 //!   from the event's fact the leader records the target failed, which `ListWakeTargets`, the CLI
-//!   and the metrics show. A failed target sends nothing until its agent sets it again.
+//!   and the metrics show. A failed target sends nothing until its agent sets it again. The
+//!   schedule survives the deliverer's restarts on the node ([`Retries`]), and a lost or failed
+//!   term pauses before the next, so a leader cut off from its quorum never resends in a loop.
+//! - **Only a confirmed leader sends.** Attempts start only shortly after a quorum confirmed this
+//!   node leads (a read-index round before a round's sends, or a committed `RecordWake`): a leader
+//!   cut off, or restored from its vote at a restart, does not resend what a newer leader delivered.
 //! - **Where a target may point** is checked at each send ([`send::Sender`]): the operator's
 //!   policy, every resolved address, the connection pinned to a checked address.
 
@@ -100,6 +105,9 @@ pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) 
             return;
         }
     };
+    // Retry schedules outlive a term: a deliverer that restarts (a lost write, a reload) must not
+    // resend at once what it was backing off from.
+    let retries = Retries::default();
     loop {
         let wait = b.node.raft.wait(None);
         let leads = wait.metrics(move |m| caught_up_in(m, me), "the wake deliverer: lead");
@@ -110,15 +118,28 @@ pub async fn run(b: Arc<Backend>, mut stop: tokio::sync::watch::Receiver<bool>) 
         if kungfu_raft::fatal::core_stop(&b.node.raft).is_some() {
             return;
         }
-        let ended = Deliverer::new(b.clone(), sender.clone()).lead(&mut stop).await;
-        match ended {
-            Ended::Stopped => return,
-            Ended::Lost => {}
-            Ended::Failed => tokio::select! {
-                () = tokio::time::sleep(RETRY_AFTER) => {}
-                _ = stop.changed() => return,
-            },
+        let ended = Deliverer::new(b.clone(), sender.clone(), retries.clone()).lead(&mut stop).await;
+        if let Ended::Stopped = ended {
+            return;
         }
+        // Lost or failed: a pause before asking again. The metrics can still name this node leader
+        // for a moment after a refused write (a leader cut off from its quorum), and restarting at
+        // once would reload and resend in a tight loop until it steps down.
+        tokio::select! {
+            () = tokio::time::sleep(RETRY_AFTER) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// The retry schedule of each outstanding event, `(target, sequence)` to attempts made and the
+/// earliest next attempt, kept across the deliverer's restarts on this node.
+#[derive(Clone, Debug, Default)]
+struct Retries(Arc<std::sync::Mutex<HashMap<(WakeTargetId, u64), (u32, Instant)>>>);
+
+impl Retries {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(WakeTargetId, u64), (u32, Instant)>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -147,6 +168,11 @@ struct Attempt {
 struct Deliverer {
     b: Arc<Backend>,
     sender: send::Sender,
+    retries: Retries,
+    /// When a quorum last confirmed this node leads (a read-index round or a committed record):
+    /// sends start only shortly after one, so a leader cut off from its quorum, or one restored
+    /// from its vote at a restart, does not resend events a newer leader already delivered.
+    confirmed: Option<Instant>,
     group: GroupId,
     targets: HashMap<WakeTargetId, Live>,
     by_agent: HashMap<AgentId, BTreeSet<WakeTargetId>>,
@@ -159,11 +185,13 @@ struct Deliverer {
 }
 
 impl Deliverer {
-    fn new(b: Arc<Backend>, sender: send::Sender) -> Deliverer {
+    fn new(b: Arc<Backend>, sender: send::Sender, retries: Retries) -> Deliverer {
         let group = b.node.group();
         Deliverer {
             b,
             sender,
+            retries,
+            confirmed: None,
             group,
             targets: HashMap::new(),
             by_agent: HashMap::new(),
@@ -220,7 +248,11 @@ impl Deliverer {
 
     fn insert(&mut self, t: WakeTarget) {
         self.by_agent.entry(t.agent).or_default().insert(t.id);
-        self.targets.insert(t.id, Live { t, in_flight: false, attempts: 0, retry_at: None });
+        let (attempts, retry_at) = t
+            .outstanding()
+            .and_then(|e| self.retries.lock().get(&(t.id, e.seq)).copied())
+            .map_or((0, None), |(n, at)| (n, Some(at)));
+        self.targets.insert(t.id, Live { t, in_flight: false, attempts, retry_at });
         metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
     }
 
@@ -268,6 +300,7 @@ impl Deliverer {
                     if let Some(l) = self.targets.get_mut(target) {
                         l.t.delivered = l.t.delivered.max(*seq);
                     }
+                    self.retries.lock().retain(|(t, s), _| t != target || s > seq);
                     // The next change, if any, may now be queued.
                     self.dirty.entry(*agent).or_insert(at);
                 }
@@ -349,16 +382,27 @@ impl Deliverer {
         }
     }
 
-    /// The earliest retry of a target waiting for one.
+    /// The earliest retry still ahead of a target waiting for one (one already due waits for
+    /// `start_sends`, which a round's confirmation unblocks: never a spin on a past time).
     fn next_retry(&self) -> Option<Instant> {
-        self.targets.values().filter(|l| !l.in_flight && l.t.outstanding().is_some()).filter_map(|l| l.retry_at).min()
+        let now = Instant::now();
+        self.targets
+            .values()
+            .filter(|l| !l.in_flight && l.t.outstanding().is_some())
+            .filter_map(|l| l.retry_at)
+            .filter(|at| *at > now)
+            .min()
     }
 
     /// Starts an attempt for every target with an event outstanding, none in flight and no retry
-    /// pending, up to `max_in_flight`.
+    /// pending, up to `max_in_flight`, while a quorum recently confirmed this node leads.
     fn start_sends(&mut self) {
         let max = self.b.config.wake.max_in_flight;
         let now = Instant::now();
+        let fresh = Duration::from_millis(2 * self.b.config.wake.coalesce_ms.max(1) + 200);
+        if !self.confirmed.is_some_and(|at| now.saturating_duration_since(at) <= fresh) {
+            return;
+        }
         let mut ready: Vec<WakeTargetId> = self
             .targets
             .values()
@@ -416,7 +460,9 @@ impl Deliverer {
                 } else {
                     let wait = send::backoff(l.attempts, unit());
                     tracing::debug!(target = %l.t.id, seq = e.seq, %error, ?wait, "wake delivery failed; retrying");
-                    l.retry_at = Some(Instant::now() + wait);
+                    let at = Instant::now() + wait;
+                    l.retry_at = Some(at);
+                    self.retries.lock().insert((l.t.id, e.seq), (l.attempts, at));
                 }
             }
         }
@@ -425,6 +471,17 @@ impl Deliverer {
     /// One coalescing round: the dirty agents' turns read, new events queued, and the round's
     /// events, acknowledgments and give-ups recorded in one command.
     async fn round(&mut self) -> Result<(), Ended> {
+        // Events wait to be sent: confirm with a quorum that this node still leads first.
+        if self.targets.values().any(|l| !l.in_flight && l.t.outstanding().is_some()) {
+            match self.b.node.linearizable().await {
+                Ok(()) => self.confirmed = Some(Instant::now()),
+                Err(kungfu_raft::WriteError::NotLeader { .. }) => return Err(Ended::Lost),
+                Err(e) => {
+                    tracing::debug!(error = %e, "wake: leadership not confirmed; no sends this round");
+                    self.confirmed = None;
+                }
+            }
+        }
         let now = self.now();
         // Deadlines that passed turn their items to `wait`: a change with no command.
         let passed: Vec<Timestamp> = self.due.range(..=now).map(|(t, _)| *t).collect();
@@ -488,6 +545,8 @@ impl Deliverer {
         match self.b.submit_system_many(vec![action]).await {
             Ok(mut answers) => match answers.pop() {
                 Some(Ok(_)) => {
+                    // Committed in this term: a quorum holds this node as leader now.
+                    self.confirmed = Some(Instant::now());
                     tracing::debug!(queued = nq, delivered = nd, gave_up = ng, "wake progress recorded");
                     metrics::counter!("kungfu_wake_give_ups_total").increment(ng as u64);
                     Ok(())
