@@ -26,7 +26,8 @@ struct Cli {
 enum Command {
     /// One run: a workload under some nemeses.
     Test {
-        /// admission, deadlines, replay, facts, big-entries, seq, turn, scatter or messages.
+        /// admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages,
+        /// record-append or wake.
         #[arg(long)]
         workload: String,
         /// Comma-separated nemeses (partition-node, partition-leader, partition-halves,
@@ -62,7 +63,7 @@ enum Command {
     Check {
         history: PathBuf,
         /// The run's workload: admission, deadlines, replay, facts, big-entries (checked as facts),
-        /// seq, turn, scatter or messages.
+        /// seq, turn, scatter, messages, record-append or wake.
         #[arg(long)]
         workload: String,
         /// The clock skew the run injected (deadlines).
