@@ -70,7 +70,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         skew_secs: u64,
     },
-    /// Run a profile: `ci` (about eleven minutes) or `nightly` (hours).
+    /// Run a profile: `ci` (about seventeen minutes) or `nightly` (hours).
     Suite {
         #[arg(long, default_value = "ci")]
         profile: String,
