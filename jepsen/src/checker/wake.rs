@@ -122,17 +122,17 @@ fn receipt<'h>(p: Pair<'h>, v: &mut Verdict) -> Option<Receipt<'h>> {
     let owner = str_field(r, "owner").unwrap_or_default();
     let id = str_field(r, "id").unwrap_or_default();
     let status = u64_field(r, "status").unwrap_or(0);
-    if r.get("signature_ok").and_then(Value::as_bool) != Some(true) {
-        v.flag(
-            "bad_signature",
-            p.indexes(),
-            format!("delivery {id} to {}: the signature does not verify with the target's secret", hook.unwrap_or("?")),
-        );
-    }
     let Some(hook) = hook else {
         v.flag("wrong_agent", p.indexes(), format!("delivery {id} went to a path no target has"));
         return None;
     };
+    if r.get("signature_ok").and_then(Value::as_bool) != Some(true) {
+        v.flag(
+            "bad_signature",
+            p.indexes(),
+            format!("delivery {id} to {hook}: the signature does not verify with the target's secret"),
+        );
+    }
     let body = r.get("body").filter(|b| b.is_object());
     let Some(body) = body else {
         v.flag("malformed", p.indexes(), format!("delivery {id} to {hook}: the body is not a JSON object"));
@@ -192,6 +192,8 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     let mut v = Verdict::new("wake", KINDS);
     let mut receipts = Vec::new();
     let mut finals: Vec<Final<'_>> = Vec::new();
+    // Targets whose agent's final read failed (already undecided).
+    let mut unread: Vec<&str> = Vec::new();
     let mut deliveries = 0u64;
     let mut refused = 0u64;
     for p in history.pairs() {
@@ -204,10 +206,20 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
                 }
             }
             f if f == FINAL_READ => {
-                if v.final_read_failed(&p) {
+                let Some(r) = p.response() else {
+                    if p.completion.is_some() {
+                        let target = str_field(p.request(), "target").unwrap_or_default();
+                        unread.push(target);
+                        v.undecided(
+                            "missing_final_read",
+                            p.indexes(),
+                            format!(
+                                "the final turn of {target}'s agent could not be read: its last change is not judged"
+                            ),
+                        );
+                    }
                     continue;
-                }
-                let Some(r) = p.response() else { continue };
+                };
                 finals.push(Final {
                     pair: p,
                     agent: str_field(r, "agent").unwrap_or_default().to_string(),
@@ -320,7 +332,7 @@ pub fn check(history: &History, opts: &Options) -> Verdict {
     v.count("max_receipts_per_event", most);
 
     // The final change of every turn arrived.
-    let mut judged: BTreeSet<&str> = BTreeSet::new();
+    let mut judged: BTreeSet<&str> = unread.into_iter().collect();
     for f in &finals {
         judged.insert(&f.target);
         let last = targets

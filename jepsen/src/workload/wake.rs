@@ -72,6 +72,15 @@ pub struct Wake {
     server: Mutex<Option<JoinHandle<()>>>,
 }
 
+impl Drop for Wake {
+    /// A run that ends early (an error before its final reads) leaves no receiver listening.
+    fn drop(&mut self) {
+        if let Some(server) = lock(&self.server).take() {
+            server.abort();
+        }
+    }
+}
+
 impl Wake {
     fn agent_of(&self, p: &Proc) -> usize {
         (p.id % p.stride) as usize % self.agents.len()
