@@ -703,6 +703,15 @@ impl Cluster {
         self.nodes.keys().copied().collect()
     }
 
+    /// The harness's own address as the nodes see it: the bridge's 10.88.`slot`.254 in netns mode
+    /// (the root namespace, where the harness runs), 127.0.0.1 on loopback.
+    pub fn harness_ip(&self) -> std::net::IpAddr {
+        match self.opts.net {
+            NetMode::Netns => std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 88, self.slot as u8, 254)),
+            NetMode::Loopback => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        }
+    }
+
     /// The API endpoint of node `id`, as a client dials it.
     pub fn endpoint(&self, id: u64) -> String {
         self.nodes.get(&id).map(|n| n.api.to_string()).unwrap_or_default()

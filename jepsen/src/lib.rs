@@ -32,8 +32,9 @@
 //! - [`checker`]: pure functions from a history to a verdict: `wgl` (linearizability search),
 //!   `admission`, `deadlines`, `replay`, `facts`, `seq`, `turn` (recomputes turns with `kungfu-core`
 //!   from exported facts), `scatter`, `messages`, `record` (the `record-append` workload: shared-record
-//!   appends and replaces, checked in phases), `no_success`; `common` for what they share (outcome
-//!   counts, the final-read option).
+//!   appends and replaces, checked in phases), `wake` (webhook deliveries of turn changes: signed,
+//!   at least once, in order, the last change of every turn delivered), `no_success`; `common` for
+//!   what they share (outcome counts, the final-read option).
 //! - [`cluster`], [`proxy`]: `kungfud` processes in per-run network namespaces (a claimed slot), or on
 //!   loopback behind a per-link TCP proxy (`raft.dial`); libfaketime, libfiu and loop filesystems
 //!   when a nemesis needs them; status, digests, cleanup.
@@ -44,8 +45,9 @@
 //!   entries could form a majority with one that never had them); a seeded schedule; heal.
 //! - [`workload`]: what the clients do, one module per checker: setup, one-attempt operations, final
 //!   reads per node (`big-entries` is `facts` with 250 KiB entries, judged by the facts checker and
-//!   convergence after heal); `common` for what they share (setup helpers, readable content, how a
-//!   final read is recorded).
+//!   convergence after heal; `wake` runs a webhook receiver on the harness's address with seeded
+//!   outages and gives the nodes its `[wake]` settings); `common` for what they share (setup
+//!   helpers, readable content, how a final read is recorded).
 //! - [`recorder`], [`client`]: the live history (streamed to disk) and the ok/fail/info table.
 //! - [`run`], [`suite`], and `main.rs`: one test end to end (always-on checks: crash lines, digest
 //!   convergence), the `ci` and `nightly` profiles, and the CLI (`test`, `check`, `suite`, `soak`,

@@ -26,7 +26,8 @@ struct Cli {
 enum Command {
     /// One run: a workload under some nemeses.
     Test {
-        /// admission, deadlines, replay, facts, big-entries, seq, turn, scatter or messages.
+        /// admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages,
+        /// record-append or wake.
         #[arg(long)]
         workload: String,
         /// Comma-separated nemeses (partition-node, partition-leader, partition-halves,
@@ -62,14 +63,14 @@ enum Command {
     Check {
         history: PathBuf,
         /// The run's workload: admission, deadlines, replay, facts, big-entries (checked as facts),
-        /// seq, turn, scatter or messages.
+        /// seq, turn, scatter, messages, record-append or wake.
         #[arg(long)]
         workload: String,
         /// The clock skew the run injected (deadlines).
         #[arg(long, default_value_t = 0)]
         skew_secs: u64,
     },
-    /// Run a profile: `ci` (about eleven minutes) or `nightly` (hours).
+    /// Run a profile: `ci` (about seventeen minutes) or `nightly` (hours).
     Suite {
         #[arg(long, default_value = "ci")]
         profile: String,

@@ -92,6 +92,9 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
     if let Some(c) = &opts.canary {
         env_vars.push(("KUNGFU_CANARY".to_string(), c.clone()));
     }
+    // The workload first: its node settings go into every node's config (`wake` enables webhooks
+    // to the harness's receiver).
+    let mut wl = workload::by_name(&opts.workload)?;
     let cluster_opts = ClusterOpts {
         nodes: opts.nodes,
         server: opts.server.clone(),
@@ -100,16 +103,23 @@ pub async fn run_test(opts: &TestOpts) -> Result<RunSummary> {
         faketime: opts.nemeses.iter().any(|k| k.needs_faketime()),
         fiu: opts.nemeses.iter().any(|k| k.needs_fiu()),
         disk_mib: opts.nemeses.iter().any(|k| k.needs_disk()).then_some(512),
-        settings: String::new(),
+        settings: wl.node_settings(),
         env: env_vars,
     };
     let cluster = Cluster::start(cluster_opts).await.context("starting the cluster")?;
     let endpoints: BTreeMap<u64, String> = cluster.ids().into_iter().map(|id| (id, cluster.endpoint(id))).collect();
+    let harness_ip = cluster.harness_ip();
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
     let rec = Recorder::create(&dir.join("history.jsonl"))?;
     let setup = crate::client::connect_all(endpoints.values().cloned().collect(), None).await?;
-    let env = Env { rec: rec.clone(), endpoints: endpoints.clone(), setup, seed: opts.seed };
-    let mut wl = workload::by_name(&opts.workload)?;
+    let env = Env {
+        rec: rec.clone(),
+        endpoints: endpoints.clone(),
+        setup,
+        seed: opts.seed,
+        time_limit: opts.time_limit,
+        harness_ip,
+    };
     wl.setup(&env, opts.concurrency).await.context("workload setup")?;
     let wl: Arc<dyn workload::Workload> = Arc::from(wl);
 

@@ -1,5 +1,5 @@
 //! Suites: the `ci` profile (every workload once under its nemeses, plus canaries that must be
-//! found INVALID; about fifteen minutes) and the `nightly` profile (five nodes, every workload under
+//! found INVALID; about seventeen minutes) and the `nightly` profile (five nodes, every workload under
 //! every nemesis, long runs, for a soak by hand), which ends with the hour's soak (issue #36).
 //!
 //! The `ci` profile has no soak: what a soak judges is drift over an hour (throughput, p99, RSS),
@@ -93,6 +93,11 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             // A flipped bit in a table file or manifest: the node refuses its data (fail-closed)
             // and the harness repairs it the operator's way (wipe and rejoin); nothing is lost.
             base(s, "facts", &[FlipTable], 30, 3, 16),
+            // Issue #35: wake webhooks across leader kills and a cut-off leader, the receiver down
+            // now and then; the canary's new leaders record outstanding events delivered unsent,
+            // which the checker finds as a sequence number never delivered.
+            base(s, "wake", &[KillLeader, PartitionLeader], 30, 3, 17),
+            canary(s, "wake", "wake-drop", &[KillLeader], 20, 18),
         ],
         "nightly" => {
             let mut runs = Vec::new();
@@ -126,6 +131,13 @@ pub fn plan(s: &SuiteOpts) -> anyhow::Result<Vec<TestOpts>> {
             }
             runs.push(canary(s, "record-append", "record-lww", &[PartitionHalves], 120, i));
             runs.push(canary(s, "facts", "trust-damaged-log", &[Amnesia], 120, i + 1));
+            // Wake webhooks (issue #35) after them, for the same reason.
+            i += 2;
+            for g in groups {
+                runs.push(base(s, "wake", g, 300, 5, i));
+                i += 1;
+            }
+            runs.push(canary(s, "wake", "wake-drop", &[KillLeader], 120, i));
             runs
         }
         other => anyhow::bail!("unknown profile {other:?}; known: ci, nightly"),
@@ -299,6 +311,20 @@ mod tests {
             store: PathBuf::from("store"),
             run_seconds,
             only: only.iter().map(|o| o.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn every_run_of_a_profile_has_its_own_seed_and_wake_runs_with_its_canary() {
+        for profile in ["ci", "nightly"] {
+            let runs = plan(&opts(profile, &[], None)).expect("a known profile");
+            let seeds: std::collections::BTreeSet<u64> = runs.iter().map(|t| t.seed).collect();
+            assert_eq!(seeds.len(), runs.len(), "{profile}: two runs share a seed");
+            let wake: Vec<&TestOpts> = runs.iter().filter(|t| t.workload == "wake").collect();
+            assert!(wake.iter().any(|t| t.canary.is_none() && t.expect == Validity::Valid), "{profile}");
+            let canary = wake.iter().find(|t| t.canary.as_deref() == Some("wake-drop")).expect("the wake canary");
+            assert_eq!(canary.expect, Validity::Invalid);
+            assert!(canary.nemeses.contains(&Kind::KillLeader), "the canary loses deliveries at leader changes");
         }
     }
 

@@ -17,6 +17,7 @@
 //! | [`scatter`] | scatter | a scatter is all or nothing on every node: header, one goal entry and assignment per requested member, a collective in ascending member id; acknowledged ones everywhere, refused ones (a non-member rank: `INVALID_TARGET`) nowhere; one collective per key (COORDINATION §4.3–§4.5) |
 //! | [`messages`] | messages | no acknowledged send lost, none duplicated, none from nowhere; replays return the same entry; every mailbox page is exactly the entries after its cursor, with no gap and no duplicate (COORDINATION §3.3, §3.5; L1, L3) |
 //! | [`record`] | record-append | no acknowledged append lost, no note id twice or from nowhere, revs dense and increasing, no read behind an earlier acknowledgment, no replace accepted on a stale base, replays answer one rev, nodes agree (COORDINATION §5.4–§5.8; L1, L3, L5) |
+//! | [`wake`] | wake | webhooks of turn changes arrive signed, at least once, in order per target with no sequence gap, one event per id and per number, naming only the target's agent, and every turn's last change is delivered (issue #35, §8, §12) |
 //! | [`no_success`] | every run | a run in which nothing succeeded proves nothing and is invalid |
 //!
 //! [`common`] holds what the checkers share besides [`Verdict`]: counting outcomes, the
@@ -33,6 +34,7 @@ pub mod replay;
 pub mod scatter;
 pub mod seq;
 pub mod turn;
+pub mod wake;
 pub mod wgl;
 
 use std::collections::BTreeMap;
@@ -229,10 +231,11 @@ pub enum Workload {
     Scatter,
     Messages,
     Record,
+    Wake,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Admission,
         Workload::Deadlines,
         Workload::Replay,
@@ -242,6 +245,7 @@ impl Workload {
         Workload::Scatter,
         Workload::Messages,
         Workload::Record,
+        Workload::Wake,
     ];
 
     pub fn name(self) -> &'static str {
@@ -255,6 +259,7 @@ impl Workload {
             Workload::Scatter => "scatter",
             Workload::Messages => "messages",
             Workload::Record => "record-append",
+            Workload::Wake => "wake",
         }
     }
 }
@@ -287,6 +292,7 @@ pub struct CheckOptions {
     pub scatter: scatter::Options,
     pub messages: messages::Options,
     pub record: record::Options,
+    pub wake: wake::Options,
     pub no_success: no_success::Options,
 }
 
@@ -322,8 +328,14 @@ pub fn check_workload(workload: Workload, history: &History, opts: &CheckOptions
         Workload::Scatter => scatter::check(history, &opts.scatter),
         Workload::Messages => messages::check(history, &opts.messages),
         Workload::Record => record::check(history, &opts.record),
+        Workload::Wake => wake::check(history, &opts.wake),
     };
-    let always = no_success::check(history, &opts.no_success);
+    let mut no_success = opts.no_success.clone();
+    if workload == Workload::Wake {
+        // Writes that succeed prove nothing about webhooks: at least one delivery must arrive.
+        no_success.require_ok.push(wake::DELIVER.to_string());
+    }
+    let always = no_success::check(history, &no_success);
     Report::from_verdicts(workload.name(), vec![main, always])
 }
 

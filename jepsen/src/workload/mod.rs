@@ -18,6 +18,7 @@ pub mod replay;
 pub mod scatter;
 pub mod seq;
 pub mod turn;
+pub mod wake;
 
 pub use common::{item_body, join_members, node_reader, open_thread, register, thread_entries};
 
@@ -42,6 +43,11 @@ pub struct Env {
     pub setup: Client,
     /// The run's seed.
     pub seed: u64,
+    /// How long the processes run (from the end of setup).
+    pub time_limit: std::time::Duration,
+    /// The harness's own address as the nodes see it (netns: 10.88.<slot>.254 on the bridge;
+    /// loopback: 127.0.0.1), for a workload that serves something the nodes call (`wake`).
+    pub harness_ip: std::net::IpAddr,
 }
 
 /// One logical process: bound to one node, one op at a time.
@@ -113,6 +119,11 @@ impl Proc {
 pub trait Workload: Send + Sync + std::fmt::Debug {
     /// Its checker.
     fn kind(&self) -> Kind;
+    /// Settings appended to every node's config (TOML), for a workload whose feature the nodes
+    /// must enable; none by default.
+    fn node_settings(&self) -> String {
+        String::new()
+    }
     /// Creates its agents and objects (before any fault).
     fn setup<'a>(&'a mut self, env: &'a Env, processes: usize) -> BoxFuture<'a, Result<()>>;
     /// One op of process `p`.
@@ -138,8 +149,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>> {
         "scatter" => Box::new(scatter::Scatter::default()),
         "messages" => Box::new(messages::Messages::default()),
         "record-append" => Box::new(record::RecordAppend::default()),
+        "wake" => Box::new(wake::Wake::default()),
         other => anyhow::bail!(
-            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages, record-append"
+            "unknown workload {other:?}; known: admission, deadlines, replay, facts, big-entries, seq, turn, scatter, messages, record-append, wake"
         ),
     })
 }
