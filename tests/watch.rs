@@ -396,24 +396,39 @@ async fn a_thread_watch_ends_when_its_node_stops_leading_and_resumes_on_the_new_
     let first = post(&lead, "e1", &thread, None).await;
     let second = post(&lead, "e2", &thread, None).await;
 
-    // Watch on the leader itself (not forwarded), and see both entries.
-    let old = leader(&cluster).await;
-    let at_old = Client { channel: connect(cluster.nodes[&old].api).await, key: worker.key.clone() };
-    let mut s = watch_thread(&at_old, &thread, 0, 100).await.expect("open a stream on the leader");
+    // Watch on the leader itself, not forwarded (`req_local`): leadership can move between asking
+    // who leads and opening the stream (elections settle under load), and a forwarded stream
+    // would be served by whichever node leads then, which the transfer below may not move.
+    let start = Instant::now();
+    let (old, at_old, mut s) = loop {
+        let old = leader(&cluster).await;
+        let at_old = Client { channel: connect(cluster.nodes[&old].api).await, key: worker.key.clone() };
+        let req = at_old.req_local(pb::WatchThreadRequest { thread: thread.clone(), after_entry: 0, page_size: 100 });
+        match watch(&at_old).watch_thread(req).await {
+            Ok(s) => break (old, at_old, s.into_inner()),
+            Err(e) if code(&e) == "NOT_LEADER" && start.elapsed() < BOUND => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("open a stream on the leader {old}: {e}\n{}", cluster.logs()),
+        }
+    };
     assert_eq!(entries(&mut s, 2, &thread).await.0, vec![first, second]);
 
-    // Leadership moves away from the node serving the stream.
+    // Leadership moves away from the node serving the stream. If it already moved by itself, the
+    // transfer is refused and the stream ends all the same.
     let to = cluster.nodes.keys().copied().find(|&n| n != old).expect("another node");
     let mut req = tonic::Request::new(pb::TransferLeaderRequest { to });
     req.metadata_mut().insert("authorization", format!("Bearer {WATCH_TOKEN}").parse().expect("header"));
     req.set_timeout(Duration::from_secs(30));
-    pb::admin_service_client::AdminServiceClient::new(connect(cluster.nodes[&old].api).await)
+    let transfer = pb::admin_service_client::AdminServiceClient::new(connect(cluster.nodes[&old].api).await)
         .transfer_leader(req)
-        .await
-        .unwrap_or_else(|e| panic!("transfer leader {old} -> {to}: {e}\n{}", cluster.logs()));
+        .await;
     let end = match next(&mut s).await {
         Err(e) => e,
-        other => panic!("the stream must end with a status when its node stops leading, got {other:?}"),
+        other => panic!(
+            "the stream must end with a status when its node stops leading, got {other:?} (transfer: {transfer:?})\n{}",
+            cluster.logs()
+        ),
     };
     assert_eq!(code(&end), "NOT_LEADER", "{end:?}");
     assert_ne!(leader(&cluster).await, old, "leadership moved");
