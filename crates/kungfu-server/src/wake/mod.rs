@@ -492,25 +492,29 @@ impl Deliverer {
         }
         let mut queued = Vec::new();
         let limits = self.b.limits();
-        let agents: Vec<(AgentId, Timestamp)> =
-            self.dirty.iter().take(MAX_AGENTS_PER_ROUND).map(|(a, t)| (*a, *t)).collect();
+        let agents: Vec<(AgentId, Timestamp)> = self.dirty.iter().map(|(a, t)| (*a, *t)).collect();
+        let mut read = 0;
         for (agent, since) in agents {
-            self.dirty.remove(&agent);
-            let ready: Vec<WakeTargetId> = self
-                .by_agent
-                .get(&agent)
-                .map(|ids| {
-                    ids.iter()
-                        .filter(|id| {
-                            self.targets.get(id).is_some_and(|l| l.t.failed.is_none() && l.t.outstanding().is_none())
-                        })
-                        .copied()
-                        .collect()
-                })
-                .unwrap_or_default();
+            let ids = self.by_agent.get(&agent).cloned().unwrap_or_default();
+            let live: Vec<&Live> =
+                ids.iter().filter_map(|id| self.targets.get(id)).filter(|l| l.t.failed.is_none()).collect();
+            let ready: Vec<WakeTargetId> =
+                live.iter().filter(|l| l.t.outstanding().is_none()).map(|l| l.t.id).collect();
             if ready.is_empty() {
+                // A change while an event is outstanding stays pending, with the time it was first
+                // seen, so the round that records the acknowledgment queues the next event at once
+                // (no round lost waiting for the acknowledgment's fact). An agent with no live
+                // target has nothing pending.
+                if live.is_empty() {
+                    self.dirty.remove(&agent);
+                }
                 continue;
             }
+            if read >= MAX_AGENTS_PER_ROUND {
+                continue;
+            }
+            read += 1;
+            self.dirty.remove(&agent);
             let (applied, items) = match crate::watch::read_turn(&self.b, agent, &limits) {
                 Ok(r) => r,
                 Err(r) => {
