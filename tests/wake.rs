@@ -4,7 +4,8 @@
 //! next sequence number with a new id; an outsider's webhook hears nothing of work it is not part
 //! of (§12); a private destination is refused unless the operator allows it, also behind a name
 //! that resolves to one, where the leader gives up and says so in the target's list; and
-//! deliveries go on across a leader kill with no sequence number skipped. The signature itself is
+//! deliveries go on across a leader kill with no sequence number skipped; a receiver that is down
+//! gets the delivery once it is back. The signature itself is
 //! checked with an independent implementation in `tests/mcp/test_wake.py` (the PyPI
 //! `standardwebhooks` library).
 
@@ -49,7 +50,12 @@ struct Receiver {
 
 impl Receiver {
     async fn start(script: Vec<u16>) -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Receiver::start_on(0, script).await
+    }
+
+    /// A receiver on `port` (0: any free one).
+    async fn start_on(port: u16, script: Vec<u16>) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let r = Receiver { port, got: Arc::default(), script: Arc::new(Mutex::new(script)) };
         let served = r.clone();
@@ -378,4 +384,38 @@ async fn deliveries_go_on_across_a_leader_kill_with_no_sequence_skipped() {
         assert_eq!(*id, g.id, "sequence {seq} was sent under two ids");
     }
     assert_eq!(ids.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3], "no sequence skipped: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_is_down_gets_the_delivery_once_it_is_back() {
+    let cluster = allowing_loopback(1, 3600);
+    let anon = serving(&cluster, 1).await;
+    let (_, lead) = register(&anon, "lead", &cluster).await;
+    let (worker_id, worker) = register(&anon, "worker", &cluster).await;
+    // Nothing listens on the target's port yet: every attempt is a refused connection.
+    let port = free_port();
+    let (target, _) = set_target(&worker, "w", &format!("http://127.0.0.1:{port}/hook")).await.expect("set");
+    let thread = lead.thread_with_speaker(&worker, "thread".into(), "join".into()).await;
+    ask(&lead, "ask", &thread, &worker_id).await;
+    let start = Instant::now();
+    loop {
+        let t = targets(&worker).await;
+        let t = t.iter().find(|t| t.id == target).expect("the target");
+        assert_eq!(t.delivered, 0, "nothing can have been delivered: {t:?}");
+        if t.queued == 1 {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "the event was never queued: {t:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Attempts fail meanwhile (and back off); then the receiver comes up on that port.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rx = Receiver::start_on(port, vec![]).await;
+    let got = rx.delivered(1, || cluster.logs()).await;
+    assert!(got.iter().all(|g| g.body["sequence"] == 1 && g.body["target"] == target.as_str()), "{got:?}");
+    let start = Instant::now();
+    while targets(&worker).await.iter().find(|t| t.id == target).is_none_or(|t| t.delivered != 1) {
+        assert!(start.elapsed() < BOUND, "the acknowledgment was never recorded\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
