@@ -5,7 +5,9 @@
 //! of (§12); a private destination is refused unless the operator allows it, also behind a name
 //! that resolves to one, where the leader gives up and says so in the target's list; and
 //! deliveries go on across a leader kill with no sequence number skipped; a receiver that is down
-//! gets the delivery once it is back. The signature itself is
+//! gets the delivery once it is back; opportunities arising and ending (an assignment addressed to
+//! the agent, a restricted Task naming it, paused) wake it with no change to its turn; and a
+//! deadline nearing wakes it before the deadline, at the moment it comes within the warning. The signature itself is
 //! checked with an independent implementation in `tests/mcp/test_wake.py` (the PyPI
 //! `standardwebhooks` library).
 
@@ -331,6 +333,14 @@ async fn a_private_destination_is_refused_unless_allowed_also_behind_a_name_and_
     assert_eq!(failed.sequence, 1);
     assert!(failed.error.contains("loopback"), "the give-up says why: {}", failed.error);
     assert!(rx.got().is_empty(), "nothing reached the private address: {:?}", rx.got());
+    // The turn, where the agent looks, shows the give-up too; the other agent's turn does not.
+    let page = worker.turn().get_turn(worker.req(pb::GetTurnRequest::default())).await.expect("turn").into_inner();
+    assert_eq!(page.items.len(), 1, "the owed response: {page:?}");
+    let shown: Vec<(&str, Option<u64>)> =
+        page.wake_failed.iter().map(|t| (t.id.as_str(), t.failed.as_ref().map(|f| f.sequence))).collect();
+    assert_eq!(shown, vec![(target.as_str(), Some(1))], "{page:?}");
+    let theirs = lead.turn().get_turn(lead.req(pb::GetTurnRequest::default())).await.expect("turn").into_inner();
+    assert!(theirs.wake_failed.is_empty(), "§12: {theirs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,4 +428,114 @@ async fn a_receiver_that_is_down_gets_the_delivery_once_it_is_back() {
         assert!(start.elapsed() < BOUND, "the acknowledgment was never recorded\n{}", cluster.logs());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A restricted Task naming `worker_id`, created by `lead`; returns its id.
+async fn restricted_task(lead: &Client, key: &str, worker_id: &str, delivery_secs: Option<u64>) -> String {
+    let r = lead
+        .tasks()
+        .create(lead.req(pb::CreateTaskRequest {
+            idempotency_key: key.into(),
+            audience: Some(pb::Audience {
+                kind: Some(pb::audience::Kind::Restricted(pb::RestrictedAudience { agents: vec![worker_id.into()] })),
+            }),
+            contract: Some(conformance::contract(delivery_secs.map(|s| s * 1_000_000), None)),
+        }))
+        .await
+        .expect("create task")
+        .into_inner();
+    match r.receipt.and_then(|r| r.result) {
+        Some(pb::receipt::Result::TaskCreated(t)) => t.task,
+        other => panic!("no task in the receipt: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opportunities_arising_and_ending_wake_the_agent_with_no_change_to_its_turn() {
+    let cluster = allowing_loopback(1, 3600);
+    let anon = serving(&cluster, 1).await;
+    let (_, lead) = register(&anon, "lead", &cluster).await;
+    let (worker_id, worker) = register(&anon, "worker", &cluster).await;
+    // The thread first: every event below is then of one action of this test.
+    let thread = lead.thread_with_speaker(&worker, "thread".into(), "join".into()).await;
+    let rx = Receiver::start(vec![]).await;
+    set_target(&worker, "w", &rx.url()).await.expect("set");
+
+    // §8: a restricted Task naming the worker is an opportunity: its turn stays empty.
+    let task = restricted_task(&lead, "task", &worker_id, None).await;
+    let got = rx.delivered(1, || cluster.logs()).await;
+    let page = worker.turn().get_turn(worker.req(pb::GetTurnRequest::default())).await.expect("turn").into_inner();
+    assert!(page.items.is_empty(), "an opportunity binds no one: {page:?}");
+    let first = got.iter().find(|g| g.body["sequence"] == 1).expect("sequence 1").clone();
+    assert_eq!(first.body["agent"], worker_id.as_str());
+
+    // Paused, the Task is no longer offered (no index changes: the Task's fact says so).
+    lead.tasks()
+        .pause(lead.req(pb::PauseTaskRequest { idempotency_key: "pause".into(), task: task.clone() }))
+        .await
+        .expect("pause");
+    let got = rx.delivered(2, || cluster.logs()).await;
+    let second = got.iter().find(|g| g.body["sequence"] == 2).expect("sequence 2");
+    assert_ne!(second.body["digest"], first.body["digest"], "the view changed");
+
+    // An assignment addressed to the worker, in a thread it is a member of, is an opportunity too.
+    let before = rx.got().len();
+    lead.threads()
+        .post(lead.req(pb::PostRequest {
+            idempotency_key: "assign".into(),
+            thread: thread.clone(),
+            body: Some(pb::PostBody { kind: Some(pb::post_body::Kind::Content(pb::Content { body: "do".into() })) }),
+            reply_to: None,
+            ask: Some(pb::Ask { agents: vec![] }),
+            task_ref: None,
+            assignment: Some(pb::NewAssignment {
+                addressee: worker_id.clone(),
+                criteria: Some(pb::Content { body: "done".into() }),
+                ..Default::default()
+            }),
+        }))
+        .await
+        .expect("assign");
+    let got = rx.delivered(3, || cluster.logs()).await;
+    assert!(got.len() > before);
+    let page = worker.turn().get_turn(worker.req(pb::GetTurnRequest::default())).await.expect("turn").into_inner();
+    assert!(page.items.is_empty(), "still nothing owed: {page:?}");
+    // Nothing else changed for the worker: no fourth event.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(rx.got().iter().all(|g| g.body["sequence"].as_u64() <= Some(3)), "{:?}", rx.got());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_nearing_wakes_the_agent_when_it_comes_within_the_warning() {
+    // Deadlines near 5 s before they pass.
+    let cluster = Cluster::start(
+        1,
+        &format!(
+            "operator_token = \"{TOKEN}\"\n[wake]\nschemes = [\"http\"]\nallow_private = true\ncoalesce_ms = 50\ndeadline_warning_secs = 5\n"
+        ),
+    );
+    let anon = serving(&cluster, 1).await;
+    let (_, lead) = register(&anon, "lead", &cluster).await;
+    let (worker_id, worker) = register(&anon, "worker", &cluster).await;
+    let rx = Receiver::start(vec![]).await;
+    set_target(&worker, "w", &rx.url()).await.expect("set");
+    // An engagement with a delivery deadline 12 s out: the worker owes a delivery.
+    let task = restricted_task(&lead, "task", &worker_id, Some(12)).await;
+    rx.delivered(1, || cluster.logs()).await;
+    worker
+        .tasks()
+        .take(worker.req(pb::TakeTaskRequest { idempotency_key: "take".into(), task, ..Default::default() }))
+        .await
+        .expect("take");
+    let page = worker.turn().get_turn(worker.req(pb::GetTurnRequest::default())).await.expect("turn").into_inner();
+    let due = page.items.first().and_then(|i| i.due_at_unix_micros).expect("a delivery with a deadline");
+    // Taking it is a change (the opportunity became an obligation); then the deadline nears.
+    let got = rx.delivered(2, || cluster.logs()).await;
+    let taken = got.iter().find(|g| g.body["sequence"] == 2).expect("sequence 2").clone();
+    let got = rx.delivered(3, || cluster.logs()).await;
+    let near = got.iter().find(|g| g.body["sequence"] == 3).expect("sequence 3");
+    // The event is of the moment the deadline came within 5 s, before the deadline (no command
+    // made this change: the leader's clock did).
+    assert_eq!(near.body["changed_at_unix_micros"].as_i64(), Some(due - 5_000_000), "{near:?} after {taken:?}");
+    assert_ne!(near.body["digest"], taken.body["digest"]);
 }

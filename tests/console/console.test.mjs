@@ -268,6 +268,47 @@ test("an agent's page follows the watch feed: owed response, thread view, conten
   await context.close();
 });
 
+test("a webhook the server gave up on, carried by turn_get, shows on the agent's page as text", async () => {
+  // The server side (a give-up recorded and carried in the turn) is tests/wake.rs; here the page's
+  // part: whatever turn_get carries in wake_failed is shown, as text, beside the turn.
+  const a = cli(null, "register", "--no-save");
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const failure = {
+    id: "wt_9",
+    url: "https://hooks.example.com/<b>x</b>",
+    failed: { sequence: "4", at_unix_micros: "1765150000000000", error: "HTTP 500 <img src=x onerror=\"window.__pwned=1\">" },
+  };
+  await page.route("**/ui/api/tools/turn_get", async (route) => {
+    const response = await route.fetch();
+    const body = await response.json();
+    assert.ok(body.result && Array.isArray(body.result.items), `turn_get answers a turn: ${JSON.stringify(body)}`);
+    body.result.wake_failed = [failure];
+    await route.fulfill({ response, json: body });
+  });
+  let live;
+  for (const id of [1, 2, 3]) {
+    if (await fetch(consoleUrl(id)).then((r) => r.ok, () => false)) {
+      live = id;
+      break;
+    }
+  }
+  await page.goto(consoleUrl(live));
+  await page.fill("#agent-key", a.agent_key);
+  await page.click("#agent-form button[type=submit]");
+  const item = "#wake-failed li[data-target=wt_9]";
+  await page.waitForSelector(item, { timeout: BOUND_MS });
+  const text = await page.textContent(item);
+  assert.ok(text.includes("FAILED at #4") && text.includes("HTTP 500 <img"), `shown as text: ${text}`);
+  assert.equal(await page.locator("#wake-failed img, #wake-failed b").count(), 0, "no markup from the answer");
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await shot(page, "agent-wake-failed");
+  assert.deepEqual(errors, [], "no script error on the page");
+  await context.close();
+});
+
 test("the Task view shows contract versions, an engagement and adoptions against the limit; the collective view its ranks", async () => {
   const a = cli(null, "register", "--no-save");
   const b = cli(null, "register", "--no-save");

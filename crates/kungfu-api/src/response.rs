@@ -415,25 +415,25 @@ pub fn set_wake_target_response(receipt: &Receipt, replayed: bool, secret: &str)
 
 /// The caller's wake targets; never their secrets (the view has none).
 pub fn wake_target_list(targets: &[kungfu_core::read::WakeTargetView]) -> pb::WakeTargetList {
-    pb::WakeTargetList {
-        targets: targets
-            .iter()
-            .map(|t| pb::WakeTarget {
-                id: t.id.to_string(),
-                url: t.url.clone(),
-                kinds: t.filter.kinds.iter().map(|k| pb::ObligationKind::from(*k) as i32).collect(),
-                objects: t.filter.objects.iter().map(|o| o.to_string()).collect(),
-                created_at_unix_micros: micros(t.created_at),
-                queued: t.queued.map_or(0, |e| e.seq),
-                queued_applied_index: t.queued.map_or(0, |e| e.applied_index),
-                delivered: t.delivered,
-                failed: t.failed.as_ref().map(|f| pb::WakeFailure {
-                    sequence: f.seq,
-                    at_unix_micros: micros(f.at),
-                    error: f.error.clone(),
-                }),
-            })
-            .collect(),
+    pb::WakeTargetList { targets: targets.iter().map(wake_target).collect() }
+}
+
+/// One wake target as the caller sees it; never its secret (the view has none).
+pub fn wake_target(t: &kungfu_core::read::WakeTargetView) -> pb::WakeTarget {
+    pb::WakeTarget {
+        id: t.id.to_string(),
+        url: t.url.clone(),
+        kinds: t.filter.kinds.iter().map(|k| pb::ObligationKind::from(*k) as i32).collect(),
+        objects: t.filter.objects.iter().map(|o| o.to_string()).collect(),
+        created_at_unix_micros: micros(t.created_at),
+        queued: t.queued.map_or(0, |e| e.seq),
+        queued_applied_index: t.queued.map_or(0, |e| e.applied_index),
+        delivered: t.delivered,
+        failed: t.failed.as_ref().map(|f| pb::WakeFailure {
+            sequence: f.seq,
+            at_unix_micros: micros(f.at),
+            error: f.error.clone(),
+        }),
     }
 }
 
@@ -869,6 +869,7 @@ impl From<&TurnPage> for pb::TurnPage {
             items: p.items.iter().map(pb::TurnItem::from).collect(),
             next_cursor: p.next_cursor.as_ref().map(|c| c.to_hex()).unwrap_or_default(),
             as_of_seq: 0,
+            wake_failed: Vec::new(),
         }
     }
 }

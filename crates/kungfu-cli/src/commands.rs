@@ -216,11 +216,27 @@ fn turn_rows(items: &[pb::TurnItem]) -> Vec<Vec<String>> {
 const TURN_HEADER: [&str; 5] = ["OBLIGATION", "OBJECT", "NEXT", "AROSE", "DUE"];
 
 async fn turn(ctx: &Ctx) -> Result<(), CliError> {
-    let items = ctx.agent()?.turn_all(MAX_PAGES).await?;
+    let turn = ctx.agent()?.turn_full(MAX_PAGES).await?;
     if ctx.json {
-        output::print_json(&json!({ "items": items.iter().map(to_json).collect::<Vec<_>>() }));
-    } else {
-        table(&TURN_HEADER, &turn_rows(&items));
+        output::print_json(&json!({
+            "items": turn.items.iter().map(to_json).collect::<Vec<_>>(),
+            "wake_failed": turn.wake_failed.iter().map(to_json).collect::<Vec<_>>(),
+        }));
+        return Ok(());
+    }
+    table(&TURN_HEADER, &turn_rows(&turn.items));
+    // docs/wake.md: a webhook given up on is shown where the agent looks.
+    for t in &turn.wake_failed {
+        if let Some(f) = &t.failed {
+            eprintln!(
+                "wake target {} ({}) FAILED at #{} ({}): {}; nothing more is sent to it: set a new one (kungfu agent wake set) and remove this one",
+                t.id,
+                t.url,
+                f.sequence,
+                instant(f.at_unix_micros),
+                f.error
+            );
+        }
     }
     Ok(())
 }

@@ -396,17 +396,25 @@ impl Client {
     /// The caller's whole turn, page after page, up to `max_pages` pages. Stops early when the
     /// server returns no next cursor (or repeats one).
     pub async fn turn_all(&self, max_pages: usize) -> Result<Vec<pb::TurnItem>, Error> {
-        let mut items = Vec::new();
+        Ok(self.turn_full(max_pages).await?.items)
+    }
+
+    /// [`Self::turn_all`] as one page: every item, and the last page's `as_of_seq` and
+    /// `wake_failed` (the caller's wake targets given up on).
+    pub async fn turn_full(&self, max_pages: usize) -> Result<pb::TurnPage, Error> {
+        let mut whole = pb::TurnPage::default();
         let mut cursor = String::new();
         for _ in 0..max_pages {
             let page = self.get_turn(pb::GetTurnRequest { cursor: cursor.clone(), page_size: 0 }).await?;
-            items.extend(page.items);
+            whole.items.extend(page.items);
+            whole.as_of_seq = page.as_of_seq;
+            whole.wake_failed = page.wake_failed;
             if page.next_cursor.is_empty() || page.next_cursor == cursor {
                 break;
             }
             cursor = page.next_cursor;
         }
-        Ok(items)
+        Ok(whole)
     }
 
     /// A thread's entries from the first, page after page, up to `max_pages` pages.

@@ -1,7 +1,8 @@
 //! What one applied command changed, in the terms the runtime acts on (DESIGN §4, STYLE habit 11:
 //! effects follow facts). Read from the command's changeset, the exact writes that `evolve` made
 //! for its facts, so nothing is re-derived by polling state: the deadlines it armed and ended (the
-//! due index, L4), the agents whose turn changed (the turn index, §8), and the objects whose
+//! due index, L4), the agents whose turn changed (the turn index, §8), the
+//! agents whose opportunities changed (the opportunities and engagement indexes, §8), and the objects whose
 //! journals recorded a fact (L1), which is every object a fact concerns.
 
 use crate::keys;
@@ -26,6 +27,11 @@ pub struct Effects {
     pub ended: Vec<Deadline>,
     /// Agents whose turn gained or lost an obligation.
     pub turns: BTreeSet<AgentId>,
+    /// Agents whose opportunities (§8) may have changed: one arose or ended, or the agent's own
+    /// engagement in a Task opened or closed (an engaged agent is not offered it). A Task paused
+    /// or resumed changes its named agents' opportunities with no index write: the Task's facts say
+    /// so (`TaskPaused`, `TaskResumed`).
+    pub opportunities: BTreeSet<AgentId>,
     /// Objects whose journal recorded a fact of this command.
     pub objects: BTreeSet<ObjectRef>,
 }
@@ -43,6 +49,12 @@ impl Effects {
         for (key, _) in range(changes, &keys::turn_prefix()) {
             e.turns.extend(keys::turn_agent_of(key));
         }
+        for (key, _) in range(changes, &keys::opportunities_prefix()) {
+            e.opportunities.extend(keys::opportunity_agent_of(key));
+        }
+        for (key, _) in range(changes, &keys::open_engagements_prefix()) {
+            e.opportunities.extend(keys::open_engagement_agent_of(key));
+        }
         for (key, _) in range(changes, &keys::journal_prefix()) {
             e.objects.extend(keys::journal_object_of(key));
         }
@@ -51,7 +63,11 @@ impl Effects {
 
     /// Whether the command changed nothing any timer or stream follows.
     pub fn is_empty(&self) -> bool {
-        self.armed.is_empty() && self.ended.is_empty() && self.turns.is_empty() && self.objects.is_empty()
+        self.armed.is_empty()
+            && self.ended.is_empty()
+            && self.turns.is_empty()
+            && self.opportunities.is_empty()
+            && self.objects.is_empty()
     }
 }
 

@@ -309,6 +309,9 @@ pub fn opportunity(agent: AgentId, arose_at: Timestamp, id: OpportunityId) -> Ke
 pub fn opportunities_of(agent: AgentId) -> Key {
     K::new(Family::Indexes, 5).u64(agent.0).done()
 }
+pub fn opportunities_prefix() -> Key {
+    K::new(Family::Indexes, 5).done()
+}
 /// Current memberships of an agent.
 pub fn agent_thread(agent: AgentId, thread: ThreadId) -> Key {
     K::new(Family::Indexes, 6).u64(agent.0).u64(thread.0).done()
@@ -343,6 +346,9 @@ pub fn task_engagements(task: TaskId) -> Key {
 /// §7.3: the one open engagement of an agent with a Task.
 pub fn open_engagement(task: TaskId, agent: AgentId) -> Key {
     K::new(Family::Indexes, 10).u64(task.0).u64(agent.0).done()
+}
+pub fn open_engagements_prefix() -> Key {
+    K::new(Family::Indexes, 10).done()
 }
 /// The thread whose live admission grant has this hash (§6.1).
 pub fn grant_by_hash(hash: &SecretHash) -> Key {
@@ -468,6 +474,18 @@ pub fn due_entry_of(key: &[u8]) -> Option<(Timestamp, ObligationId)> {
 /// The agent of a key of [`turn`]; None for any other key.
 pub fn turn_agent_of(key: &[u8]) -> Option<AgentId> {
     let mut f = Fields(key.strip_prefix(turn_prefix().as_slice())?);
+    f.u64().map(AgentId)
+}
+
+/// The agent of a key of [`opportunity`]; None for any other key.
+pub fn opportunity_agent_of(key: &[u8]) -> Option<AgentId> {
+    Fields(key.strip_prefix(opportunities_prefix().as_slice())?).u64().map(AgentId)
+}
+
+/// The agent of a key of [`open_engagement`]; None for any other key.
+pub fn open_engagement_agent_of(key: &[u8]) -> Option<AgentId> {
+    let mut f = Fields(key.strip_prefix(open_engagements_prefix().as_slice())?);
+    f.u64()?;
     f.u64().map(AgentId)
 }
 

@@ -759,6 +759,12 @@ impl WakeFilter {
         (self.kinds.is_empty() || self.kinds.contains(&kind))
             && (self.objects.is_empty() || self.objects.contains(&object))
     }
+
+    /// Whether an opportunity (§8) on `object` counts for this target: taking it makes a delivery
+    /// obligation, so a filter by kind admits it when it admits deliveries.
+    pub fn admits_opportunity(&self, object: ObjectRef) -> bool {
+        self.admits(ObligationKind::Delivery, object)
+    }
 }
 
 /// One turn change queued for a target, numbered from 1 per target. Everything a delivery's body
@@ -768,7 +774,8 @@ pub struct WakeEvent {
     pub seq: u64,
     /// The log index at which the leader read the changed turn (the turn cursor's index).
     pub applied_index: u64,
-    /// The filtered turn's digest at that index (`watch::turn_digest`).
+    /// What the target saw at that index (`watch::wake_digest`): the filtered turn's digest, so
+    /// the turn cursor's, while the target sees no opportunity and no nearing deadline.
     pub digest: [u8; 32],
     pub queued_at: Timestamp,
 }

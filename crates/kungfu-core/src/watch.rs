@@ -37,6 +37,23 @@ pub fn turn_digest(agent: AgentId, items: &[TurnItem]) -> [u8; 32] {
     crate::secret::hash_secret(&Cursor(bytes).to_hex()).0
 }
 
+/// What a wake target (docs/wake.md) saw of its agent: the filtered turn, the filtered
+/// opportunities (§8), and the obligations whose deadline nears. With no opportunity and nothing
+/// nearing it is the turn's own digest ([`turn_digest`]), so the event's cursor is then exactly a
+/// turn cursor; otherwise a digest of the three, which changes when any of them does.
+pub fn wake_digest(
+    agent: AgentId,
+    items: &[TurnItem],
+    opportunities: &[crate::model::OpportunityId],
+    nearing: &[ObligationId],
+) -> [u8; 32] {
+    let turn = turn_digest(agent, items);
+    if opportunities.is_empty() && nearing.is_empty() {
+        return turn;
+    }
+    crate::codec::sha256(&("kungfu.wake.digest.v1", turn, opportunities, nearing))
+}
+
 /// What a client must apply to its copy of the turn to reach the current one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TurnDelta {

@@ -133,3 +133,68 @@ fn a_refused_action_reports_the_deadline_it_settled_first_and_the_same_refusal_a
     assert!(again.outcome.is_err());
     assert!(again.effects.is_empty(), "{:?}", again.effects);
 }
+
+/// §8: an opportunity arising or ending names its agent, and so does the agent's own engagement
+/// opening (an engaged agent is no longer offered the Task); an agent whose opportunities did not
+/// change is not named.
+#[test]
+fn opportunities_name_the_agents_whose_opportunities_changed() {
+    let mut w = World::new();
+    let (alice, bob, carol) = (w.register(), w.register(), w.register());
+    let thread = w.thread_with(alice, &[(bob, Role::Speaker), (carol, Role::Speaker)]);
+
+    let before = w.opportunity_ids(bob).len();
+    let (posted_result, assigned) = exec(
+        &mut w,
+        alice,
+        Action::Post {
+            thread,
+            body: PostBody::Content(Content::from("please")),
+            reply_to: None,
+            ask: None,
+            task_ref: None,
+            assignment: Some(NewAssignment {
+                addressee: bob,
+                criteria: Content::from("criteria"),
+                output_structure: None,
+                delivery_window: None,
+                judgment_window: None,
+            }),
+        },
+    );
+    assert_eq!(w.opportunity_ids(bob).len(), before + 1, "the assignment is an opportunity of bob");
+    assert_eq!(assigned.opportunities, BTreeSet::from([bob]), "{assigned:?}");
+    let ActionResult::Posted { assignment: Some(a), .. } = posted_result else { panic!("{posted_result:?}") };
+    let (_, took) = exec(&mut w, bob, Action::TakeAssignment { assignment: a });
+    assert!(w.opportunity_ids(bob).is_empty());
+    assert_eq!(took.opportunities, BTreeSet::from([bob]), "taken, it is no longer an opportunity: {took:?}");
+
+    let draft = ContractDraft::simple("write a summary", "covers every section");
+    let (created, opened) = exec(
+        &mut w,
+        alice,
+        Action::CreateTask {
+            audience: kungfu_core::model::Audience::Restricted(BTreeSet::from([carol])),
+            contract: draft,
+        },
+    );
+    let ActionResult::TaskCreated { task, .. } = created else { panic!("{created:?}") };
+    assert_eq!(opened.opportunities, BTreeSet::from([carol]), "a restricted Task is an opportunity of who it names");
+    let (_, engaged) = exec(&mut w, carol, Action::TakeTask { task });
+    assert!(w.opportunity_ids(carol).is_empty(), "engaged, carol is not offered it");
+    assert_eq!(engaged.opportunities, BTreeSet::from([carol]), "{engaged:?}");
+
+    let (_, posted) = exec(
+        &mut w,
+        alice,
+        Action::Post {
+            thread,
+            body: PostBody::Content(Content::from("hello")),
+            reply_to: None,
+            ask: Some(BTreeSet::new()),
+            task_ref: None,
+            assignment: None,
+        },
+    );
+    assert!(posted.opportunities.is_empty(), "{posted:?}");
+}

@@ -147,7 +147,7 @@ impl TurnService for Node {
             _ if self.waiter_owes.load(Ordering::SeqCst) => vec![item("asg_2")],
             _ => vec![],
         };
-        Ok(Response::new(pb::TurnPage { items, next_cursor: String::new(), as_of_seq: 9 }))
+        Ok(Response::new(pb::TurnPage { items, next_cursor: String::new(), as_of_seq: 9, wake_failed: Vec::new() }))
     }
 
     async fn get_opportunities(

@@ -233,7 +233,23 @@ function drawTurn(page) {
     body.appendChild(row);
   }
   $("turn-empty").hidden = items.length > 0;
+  drawWakeFailed(page.wake_failed || []);
   tickCountdowns();
+}
+
+/** docs/wake.md: the agent's webhooks the server gave up on, shown with its turn (as text). */
+function drawWakeFailed(targets) {
+  const list = $("wake-failed");
+  clear(list);
+  for (const t of targets) {
+    const f = t.failed || {};
+    const item = el("li", "Wake target " + t.id + " (" + t.url + ") FAILED at #" + f.sequence + " (" +
+      timeOf(f.at_unix_micros) + "): " + f.error + ". Nothing more is sent to it: set a new target and remove this one.");
+    item.className = "wake-failed";
+    item.dataset.target = t.id;
+    list.appendChild(item);
+  }
+  list.hidden = targets.length === 0;
 }
 
 function tickCountdowns() {

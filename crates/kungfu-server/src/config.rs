@@ -216,6 +216,9 @@ pub struct WakeSettings {
     pub coalesce_ms: u64,
     /// Deliveries in flight at once on the leader, over all targets.
     pub max_in_flight: usize,
+    /// An obligation whose deadline is this near wakes its agent once ("a deadline nears"); 0: no
+    /// such event (a deadline passing still wakes it).
+    pub deadline_warning_secs: u64,
 }
 
 impl Default for WakeSettings {
@@ -227,6 +230,7 @@ impl Default for WakeSettings {
             give_up_after_secs: 24 * 3600,
             coalesce_ms: 250,
             max_in_flight: 64,
+            deadline_warning_secs: 300,
         }
     }
 }
@@ -436,8 +440,15 @@ impl Config {
         if self.wake.hosts.is_empty() || self.wake.hosts.iter().any(|h| h.is_empty()) {
             return Err(bad("wake.hosts", "must name at least one host pattern (\"*\" allows any host)"));
         }
-        if self.wake.give_up_after_secs == 0 || self.wake.coalesce_ms > 60_000 || self.wake.max_in_flight == 0 {
-            return Err(bad("wake", "need give_up_after_secs >= 1, coalesce_ms <= 60000 and max_in_flight >= 1"));
+        if self.wake.give_up_after_secs == 0
+            || self.wake.coalesce_ms > 60_000
+            || self.wake.max_in_flight == 0
+            || self.wake.deadline_warning_secs > 30 * 86_400
+        {
+            return Err(bad(
+                "wake",
+                "need give_up_after_secs >= 1, coalesce_ms <= 60000, max_in_flight >= 1 and deadline_warning_secs <= 2592000",
+            ));
         }
         if self.api.max_message_bytes < 64 * 1024 {
             return Err(bad("api.max_message_bytes", "must be at least 65536"));

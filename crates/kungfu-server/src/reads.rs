@@ -26,6 +26,8 @@ pub struct TimelinePage {
 pub struct Turn {
     pub page: TurnPage,
     pub as_of_seq: u64,
+    /// The caller's wake targets given up on (docs/wake.md): the turn is where an agent looks.
+    pub wake_failed: Vec<read::WakeTargetView>,
 }
 
 impl Backend {
@@ -83,7 +85,9 @@ impl Backend {
         self.read_as(c.consistency, |s, l, now| {
             let page = read::turn(s, c.agent, q.cursor.as_ref(), q.page_size, now, l)?;
             let as_of_seq = kungfu_core::StateExt::counters(s)?.unwrap_or_default().seq;
-            Ok(Turn { page, as_of_seq })
+            let mut wake_failed = read::wake_targets(s, c.agent)?;
+            wake_failed.retain(|t| t.failed.is_some());
+            Ok(Turn { page, as_of_seq, wake_failed })
         })
         .await
     }

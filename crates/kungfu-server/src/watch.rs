@@ -388,7 +388,7 @@ fn not_leader(b: &Backend) -> Rejection {
     )
 }
 
-fn read_rejection(e: &ReadError) -> Rejection {
+pub(crate) fn read_rejection(e: &ReadError) -> Rejection {
     if let ReadError::State(s) = e {
         tracing::warn!(error = %s, "a watch stream could not read the state");
     }
@@ -402,27 +402,35 @@ fn read_rejection(e: &ReadError) -> Rejection {
 pub(crate) fn read_turn(b: &Backend, me: AgentId, limits: &Limits) -> Result<(u64, Vec<TurnItem>), Rejection> {
     let applied = b.node.applied_index().unwrap_or(0);
     let now = b.node.clock.now();
-    let items = b.node.state.read(|s| {
-        let mut items = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = read::turn(s, me, cursor.as_ref(), limits.max_page_size, now, limits)?;
-            items.extend(page.items);
-            if items.len() > MAX_WATCHED_TURN {
-                return Err(ReadError::Rejected(Rejection::new(
-                    Code::LimitExceeded,
-                    format!(
-                        "your turn holds more than {MAX_WATCHED_TURN} obligations, more than a watch follows; page through GetTurn"
-                    ),
-                )));
-            }
-            match page.next_cursor {
-                Some(c) => cursor = Some(c),
-                None => return Ok(items),
-            }
-        }
-    });
+    let items = b.node.state.read(|s| turn_items(s, me, now, limits));
     items.map(|items| (applied, items)).map_err(|e| read_rejection(&e))
+}
+
+/// The whole turn of `me` in `s`, page by page; more than a watch follows is refused.
+pub(crate) fn turn_items(
+    s: &dyn kungfu_core::StateRead,
+    me: AgentId,
+    now: Timestamp,
+    limits: &Limits,
+) -> Result<Vec<TurnItem>, ReadError> {
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = read::turn(s, me, cursor.as_ref(), limits.max_page_size, now, limits)?;
+        items.extend(page.items);
+        if items.len() > MAX_WATCHED_TURN {
+            return Err(ReadError::Rejected(Rejection::new(
+                Code::LimitExceeded,
+                format!(
+                    "your turn holds more than {MAX_WATCHED_TURN} obligations, more than a watch follows; page through GetTurn"
+                ),
+            )));
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(items),
+        }
+    }
 }
 
 async fn run_turn(

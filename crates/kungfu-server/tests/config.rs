@@ -194,3 +194,25 @@ fn telemetry_settings_are_off_by_default_and_validated_naming_the_setting() {
         assert_eq!(e.setting, setting, "{e}");
     }
 }
+
+/// The packaged config's commented `[wake]` block states the defaults: uncommented, it parses to
+/// exactly `WakeSettings::default()`; a `deadline_warning_secs` past 30 days is refused.
+#[test]
+fn the_packaged_wake_block_states_the_defaults_and_bad_wake_settings_are_refused() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (set by cargo)"));
+    let text =
+        std::fs::read_to_string(root.join("../../cluster-config/systemd/kungfud.toml")).expect("packaged config");
+    let block: String = text
+        .lines()
+        .skip_while(|l| *l != "# [wake]")
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim_start())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(block.starts_with("[wake]\n"), "the packaged config has a commented [wake] block:\n{block}");
+    let c: Config = toml::from_str(&format!("node_id = 1\n{block}")).expect("the block parses");
+    assert_eq!(c.wake, Config::default().wake, "the block states the defaults:\n{block}");
+    let mut c = Config::default();
+    c.wake.deadline_warning_secs = 31 * 86_400;
+    assert_eq!(c.validate().expect_err("too long").setting, "wake");
+}

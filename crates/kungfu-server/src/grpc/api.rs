@@ -381,7 +381,11 @@ impl pb::turn_service_server::TurnService for Api {
         let q = rq::turn_query(request.get_ref())?;
         // The page and the sequence number it is exact at come from one snapshot.
         let turn = self.b.turn(&me, q).await.map_err(status)?;
-        Ok(respond(turn, |t| pb::TurnPage { as_of_seq: t.as_of_seq, ..pb::TurnPage::from(&t.page) }))
+        Ok(respond(turn, |t| pb::TurnPage {
+            as_of_seq: t.as_of_seq,
+            wake_failed: t.wake_failed.iter().map(kungfu_api::response::wake_target).collect(),
+            ..pb::TurnPage::from(&t.page)
+        }))
     }
 
     async fn get_opportunities(

@@ -9,12 +9,15 @@
 //! applied, like the deadline scheduler):
 //! - **From the facts, not a poll.** Each term it subscribes to the fact feed, then loads every
 //!   target from the replicated state (`kungfu_core::read::all_wake_targets`), so nothing applied
-//!   in between is missed. An applied command whose effects touched an agent's turn marks the agent
-//!   dirty; so does a deadline among its turn items passing (the item's next step turns `wait` with
-//!   no command), and the acknowledgment of its target's last event.
-//! - **Coalesced.** Every `coalesce_ms` the dirty agents' turns are read on one snapshot each
-//!   (`watch::read_turn`, what the turn watch reads) and filtered per target; a target whose
-//!   filtered digest differs from its last queued event's gets the next event, numbered per target.
+//!   in between is missed. An applied command whose effects touched an agent's turn or its
+//!   opportunities (§8: an assignment addressed to it, a restricted Task naming it, its engagement,
+//!   the Task paused or resumed) marks the agent dirty; so do a deadline among its turn items coming
+//!   within `deadline_warning_secs` ("a deadline nears") or passing (the item's next step turns
+//!   `wait`), both with no command, and the acknowledgment of its target's last event.
+//! - **Coalesced.** Every `coalesce_ms` the dirty agents' turns and opportunities are read on one
+//!   snapshot each (the turn as the turn watch reads it) and filtered per target; a target whose
+//!   digest (`watch::wake_digest`: the filtered turn, opportunities and nearing deadlines) differs
+//!   from its last queued event's gets the next event, numbered per target.
 //!   A target holds at most one event not yet acknowledged: changes meanwhile are coalesced into
 //!   the next event, which carries the newest turn.
 //! - **The outbox is replicated.** Events are queued, acknowledged and given up by one
@@ -39,9 +42,9 @@ pub mod send;
 
 use crate::backend::Backend;
 use crate::config::WakeSettings;
-use kungfu_core::model::{WakeEvent, WakeFailure, WakeTarget};
-use kungfu_core::read::TurnItem;
-use kungfu_core::watch::{TurnCursor, turn_digest};
+use kungfu_core::model::{ObligationId, OpportunityId, WakeEvent, WakeFailure, WakeTarget};
+use kungfu_core::read::{Opportunity, TurnItem};
+use kungfu_core::watch::{TurnCursor, turn_digest, wake_digest};
 use kungfu_raft::feed::FeedEvent;
 use kungfu_raft::node::caught_up_in;
 use kungfu_types::{AgentId, Code, GroupId, Rejection, Timestamp, WakeSecret, WakeTargetId};
@@ -312,9 +315,35 @@ impl Deliverer {
                 _ => {}
             }
         }
-        for agent in &c.effects.turns {
+        for agent in c.effects.turns.iter().chain(&c.effects.opportunities) {
             if self.by_agent.contains_key(agent) {
                 self.dirty.entry(*agent).or_insert(at);
+            }
+        }
+        // §8: a Task paused or resumed leaves or rejoins the opportunities of the agents it names,
+        // with no index written; its facts say which Task.
+        for f in &c.facts {
+            if let TaskPaused { task } | TaskResumed { task } = &f.fact {
+                for agent in self.named_by(*task) {
+                    self.dirty.entry(agent).or_insert(at);
+                }
+            }
+        }
+    }
+
+    /// The agents with a target that a restricted Task names.
+    fn named_by(&self, task: kungfu_types::TaskId) -> Vec<AgentId> {
+        match self.b.node.state.read(|s| kungfu_core::StateExt::task(s, task)) {
+            Ok(Some(t)) => match t.audience {
+                kungfu_core::model::Audience::Restricted(named) => {
+                    named.into_iter().filter(|a| self.by_agent.contains_key(a)).collect()
+                }
+                kungfu_core::model::Audience::Open => Vec::new(),
+            },
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                tracing::warn!(%task, error = %e, "wake: cannot read a paused or resumed Task");
+                Vec::new()
             }
         }
     }
@@ -483,7 +512,8 @@ impl Deliverer {
             }
         }
         let now = self.now();
-        // Deadlines that passed turn their items to `wait`: a change with no command.
+        // Deadlines that passed turn their items to `wait`, and deadlines that near join the
+        // digest: changes with no command.
         let passed: Vec<Timestamp> = self.due.range(..=now).map(|(t, _)| *t).collect();
         for t in passed {
             for agent in self.due.remove(&t).unwrap_or_default() {
@@ -492,6 +522,7 @@ impl Deliverer {
         }
         let mut queued = Vec::new();
         let limits = self.b.limits();
+        let warning = kungfu_types::Micros::from_secs(self.b.config.wake.deadline_warning_secs);
         let agents: Vec<(AgentId, Timestamp)> = self.dirty.iter().map(|(a, t)| (*a, *t)).collect();
         let mut read = 0;
         for (agent, since) in agents {
@@ -515,21 +546,23 @@ impl Deliverer {
             }
             read += 1;
             self.dirty.remove(&agent);
-            let (applied, items) = match crate::watch::read_turn(&self.b, agent, &limits) {
+            let (applied, items, opportunities) = match read_view(&self.b, agent, now, &limits) {
                 Ok(r) => r,
                 Err(r) => {
                     tracing::warn!(%agent, error = %r, "wake: cannot read the agent's turn; skipped this round");
                     continue;
                 }
             };
-            if let Some(next) = next_wait(&items, now) {
+            if let Some(next) = next_change(&items, now, warning) {
                 self.due.entry(next).or_default().insert(agent);
             }
             for id in ready {
                 let Some(l) = self.targets.get(&id) else { continue };
                 let mine: Vec<TurnItem> =
                     items.iter().filter(|i| l.t.filter.admits(i.kind, i.object)).cloned().collect();
-                let digest = turn_digest(agent, &mine);
+                let offered: Vec<OpportunityId> =
+                    opportunities.iter().filter(|o| l.t.filter.admits_opportunity(o.object)).map(|o| o.id).collect();
+                let digest = wake_digest(agent, &mine, &offered, &nearing(&mine, now, warning));
                 let last = l.t.queued.map_or_else(|| turn_digest(agent, &[]), |e| e.digest);
                 if digest != last {
                     let seq = l.t.queued.map_or(1, |e| e.seq + 1);
@@ -572,9 +605,67 @@ impl Deliverer {
     }
 }
 
-/// The earliest future deadline among items not yet `wait`.
-fn next_wait(items: &[TurnItem], now: Timestamp) -> Option<Timestamp> {
-    items.iter().filter(|i| i.next != kungfu_types::NextStep::Wait).filter_map(|i| i.due_at).filter(|d| *d > now).min()
+/// The most opportunities read for one agent; past it the digest covers the oldest.
+const MAX_OPPORTUNITIES: usize = 65_536;
+
+/// An agent's whole turn and its opportunities (§8), on one snapshot, and an applied index that
+/// snapshot reflects (read before the snapshot, as the turn watch does).
+fn read_view(
+    b: &Backend,
+    agent: AgentId,
+    now: Timestamp,
+    limits: &kungfu_core::Limits,
+) -> Result<(u64, Vec<TurnItem>, Vec<Opportunity>), Rejection> {
+    let applied = b.node.applied_index().unwrap_or(0);
+    b.node
+        .state
+        .read(|s| {
+            let items = crate::watch::turn_items(s, agent, now, limits)?;
+            let mut offered = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = kungfu_core::read::opportunities(s, agent, cursor.as_ref(), limits.max_page_size, limits)?;
+                offered.extend(page.items);
+                match page.next_cursor {
+                    Some(c) if offered.len() < MAX_OPPORTUNITIES => cursor = Some(c),
+                    Some(_) => {
+                        tracing::warn!(%agent, "wake: more than {MAX_OPPORTUNITIES} opportunities; the digest covers the oldest");
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            Ok((applied, items, offered))
+        })
+        .map_err(|e| crate::watch::read_rejection(&e))
+}
+
+/// The items not yet `wait` whose deadline is ahead but within `warning` ("a deadline nears").
+fn nearing(items: &[TurnItem], now: Timestamp, warning: kungfu_types::Micros) -> Vec<ObligationId> {
+    if warning.0 == 0 {
+        return Vec::new();
+    }
+    items
+        .iter()
+        .filter(|i| i.next != kungfu_types::NextStep::Wait)
+        .filter(|i| i.due_at.is_some_and(|d| d > now && d.0 - now.0 <= warning.0))
+        .map(|i| i.obligation)
+        .collect()
+}
+
+/// When the agent's view next changes with no command: the earliest future moment an item's
+/// deadline comes within `warning`, or passes (the item turns `wait`).
+fn next_change(items: &[TurnItem], now: Timestamp, warning: kungfu_types::Micros) -> Option<Timestamp> {
+    items
+        .iter()
+        .filter(|i| i.next != kungfu_types::NextStep::Wait)
+        .filter_map(|i| i.due_at)
+        .filter(|d| *d > now)
+        .map(|d| {
+            let near = Timestamp(d.0.saturating_sub(warning.0));
+            if warning.0 > 0 && near > now { near } else { d }
+        })
+        .min()
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -599,6 +690,56 @@ mod tests {
 
     fn event(seq: u64, index: u64) -> WakeEvent {
         WakeEvent { seq, applied_index: index, digest: [9; 32], queued_at: Timestamp(1_000) }
+    }
+
+    fn due_at(asg: u64, due: u64, next: kungfu_types::NextStep) -> TurnItem {
+        TurnItem { due_at: Some(Timestamp(due)), ..kungfu_core::testkit::delivery_item(asg, 1, next) }
+    }
+
+    #[test]
+    fn a_deadline_nears_once_within_the_warning_and_the_next_change_is_scheduled_for_it() {
+        use kungfu_types::{Micros, NextStep};
+        let warning = Micros(100);
+        let items = [
+            due_at(1, 1_050, NextStep::Deliver), // within the warning: nearing
+            due_at(2, 1_500, NextStep::Deliver), // nears at 1,400
+            due_at(3, 900, NextStep::Wait),      // passed: not nearing, nothing ahead
+            due_at(4, 1_020, NextStep::Wait),    // `wait` already (its expiry pending)
+        ];
+        let now = Timestamp(1_000);
+        assert_eq!(
+            nearing(&items, now, warning),
+            vec![ObligationId::AssignmentDelivery(kungfu_types::AssignmentId(1))]
+        );
+        // Item 1 is already nearing, so its next change is its deadline passing (1,050), before
+        // item 2 nears (1,400).
+        assert_eq!(next_change(&items, now, warning), Some(Timestamp(1_050)));
+        assert_eq!(next_change(&items[1..], now, warning), Some(Timestamp(1_400)));
+        assert_eq!(next_change(&items[1..], Timestamp(1_400), warning), Some(Timestamp(1_500)));
+        // No warning: only deadlines passing, and nothing nears.
+        assert!(nearing(&items, now, Micros(0)).is_empty());
+        assert_eq!(next_change(&items[1..], now, Micros(0)), Some(Timestamp(1_500)));
+        // Nothing ahead.
+        assert_eq!(next_change(&items[2..], now, warning), None);
+    }
+
+    #[test]
+    fn a_wake_digest_is_the_turn_digest_until_an_opportunity_or_a_nearing_deadline_joins_it() {
+        use kungfu_core::model::OpportunityId;
+        use kungfu_types::AssignmentId;
+        let agent = AgentId(7);
+        let items = [due_at(1, 1_050, kungfu_types::NextStep::Deliver)];
+        let turn = turn_digest(agent, &items);
+        assert_eq!(wake_digest(agent, &items, &[], &[]), turn, "the event's cursor is a turn cursor");
+        let offered = [OpportunityId::Assignment(AssignmentId(9))];
+        let near = [items[0].obligation];
+        let with_offer = wake_digest(agent, &items, &offered, &[]);
+        let with_near = wake_digest(agent, &items, &[], &near);
+        assert_ne!(with_offer, turn);
+        assert_ne!(with_near, turn);
+        assert_ne!(with_offer, with_near);
+        assert_ne!(wake_digest(agent, &items, &offered, &near), with_offer);
+        assert_ne!(wake_digest(AgentId(8), &items, &offered, &[]), with_offer, "the agent is in the digest");
     }
 
     #[test]
