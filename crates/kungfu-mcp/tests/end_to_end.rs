@@ -505,7 +505,8 @@ async fn converse(c: &RunningService<RoleClient, ClientConfig>) {
                 "next": "NEXT_STEP_DELIVER"
             }],
             "next_cursor": "",
-            "as_of_seq": 9
+            "as_of_seq": 9,
+            "wake_failed": []
         })
     );
 

@@ -94,7 +94,7 @@ fn output_shows_scalars_with_defaults_and_messages_only_when_set() {
     let back = shown("PostResponse", &pb::PostResponse { receipt: None, replayed: false });
     assert_eq!(back, json!({"replayed": false}));
     let back = shown("TurnPage", &pb::TurnPage::default());
-    assert_eq!(back, json!({"items": [], "next_cursor": "", "as_of_seq": 0}));
+    assert_eq!(back, json!({"items": [], "next_cursor": "", "as_of_seq": 0, "wake_failed": []}));
 }
 
 #[test]
