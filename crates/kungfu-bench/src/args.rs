@@ -119,6 +119,12 @@ pub enum BenchCmd {
         /// Seconds of each window (without, then with the targets).
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
         seconds: u64,
+        /// The load: `asks` (every post asks one of the agents to respond: every write wakes
+        /// someone) or `mixed` (`bench compare`'s agent cycle, one pair per writer: post an
+        /// assignment, take, deliver, adopt, read the turn; every pair agent and the idle rest of
+        /// `--agents` subscribed).
+        #[arg(long, default_value = "asks", value_parser = ["asks", "mixed"])]
+        workload: String,
     },
     /// A regression guard, not a timed test: the instructions (callgrind's `Ir`) one `kungfud`
     /// node executes for a fixed sequence of calls, one at a time: `--ops` posts to the writer's

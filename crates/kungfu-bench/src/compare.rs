@@ -362,7 +362,7 @@ enum Step {
 /// A lead and its worker on a thread of their own, going round the cycle one call at a time. A
 /// failed call starts the cycle again with a new assignment (the old one stays open).
 #[derive(Debug)]
-struct AgentCycle {
+pub(super) struct AgentCycle {
     lead: Client,
     worker: Client,
     worker_id: String,
@@ -519,7 +519,7 @@ impl KungfuSide {
         Ok(thread)
     }
 
-    async fn ensure_pairs(&mut self, n: usize) -> Result<(), CliError> {
+    pub(super) async fn ensure_pairs(&mut self, n: usize) -> Result<(), CliError> {
         self.ensure_agents(n).await?;
         if self.pairs.len() >= n {
             return Ok(());
@@ -541,6 +541,38 @@ impl KungfuSide {
         .await?;
         self.pairs.extend(added);
         Ok(())
+    }
+
+    /// The first `n` pairs going round the mixed workload's cycle, each from its first step;
+    /// [`KungfuSide::ensure_pairs`] must have made them.
+    pub(super) fn cycles(&self, n: usize) -> Vec<AgentCycle> {
+        (0..n)
+            .map(|i| {
+                let p = &self.pairs[i];
+                AgentCycle {
+                    lead: self.client(i, &p.lead_key),
+                    worker: self.client(i, &p.worker_key),
+                    worker_id: p.worker_id.clone(),
+                    thread: p.thread.clone(),
+                    body: self.body.clone(),
+                    step: Step::Assign,
+                }
+            })
+            .collect()
+    }
+
+    /// Clients acting as every agent of the first `n` pairs, leads and workers.
+    pub(super) fn pair_agents(&self, n: usize) -> Vec<Client> {
+        self.pairs[..n]
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| [self.client(i, &p.lead_key), self.client(i, &p.worker_key)])
+            .collect()
+    }
+
+    /// The unmeasured setup client (the SDK's retries).
+    pub(super) fn setup(&self) -> &Client {
+        &self.setup
     }
 
     /// The client of worker `i` acting as the agent whose key is `key`.
@@ -608,20 +640,7 @@ impl KungfuSide {
             }
             Workload::Mixed => {
                 self.ensure_pairs(most).await?;
-                let ops: Vec<AgentCycle> = (0..writers)
-                    .map(|i| {
-                        let p = &self.pairs[i];
-                        AgentCycle {
-                            lead: self.client(i, &p.lead_key),
-                            worker: self.client(i, &p.worker_key),
-                            worker_id: p.worker_id.clone(),
-                            thread: p.thread.clone(),
-                            body: self.body.clone(),
-                            step: Step::Assign,
-                        }
-                    })
-                    .collect();
-                drive(ops, plan.warmup, plan.window).await?
+                drive(self.cycles(writers), plan.warmup, plan.window).await?
             }
         };
         let work = sampler.finish(&pids, &metrics, figures.ops_per_sec()).await;

@@ -137,14 +137,21 @@ async fn bench(cmd: BenchCmd, json: bool) -> Result<(), CliError> {
             let report = write::run(&cluster, binary.clone(), p).await?;
             ("write", title, params, report.to_json(), report.rows())
         }
-        BenchCmd::Wake { cluster, agents, writers, connections, seconds } => {
-            let p = wake::Params { agents, writers, connections, seconds };
+        BenchCmd::Wake { cluster, agents, writers, connections, seconds, workload } => {
+            let mixed = workload == "mixed";
+            let p = wake::Params { agents, writers, connections, seconds, mixed };
             let params = format!(
-                "nodes {}, agents {agents}, writers {writers}, connections {connections}, {seconds} s per window",
+                "nodes {}, agents {agents}, writers {writers}, connections {connections}, {seconds} s per window, workload {workload}",
                 cluster.nodes
             );
-            let title =
-                format!("kungfu bench wake: {agents} agent(s) asked by {writers} writer(s), {} node(s)", cluster.nodes);
+            let title = if mixed {
+                format!(
+                    "kungfu bench wake: the mixed workload, {writers} pair(s) of {agents} subscribed agent(s), {} node(s)",
+                    cluster.nodes
+                )
+            } else {
+                format!("kungfu bench wake: {agents} agent(s) asked by {writers} writer(s), {} node(s)", cluster.nodes)
+            };
             let report = wake::run(&cluster, binary.clone(), p).await?;
             ("wake", title, params, report.to_json(), report.rows())
         }

@@ -10,8 +10,13 @@
 //! received during the second window its fact-to-delivery latency: from the time the leader
 //! stamped on the change's fact (`changed_at_unix_micros` of the body) to the delivery's arrival,
 //! on the same machine's clock. Deliveries answer 200 at once.
+//!
+//! `--workload mixed` drives `bench compare`'s mixed agent cycle instead (one lead and worker pair
+//! per writer: post an assignment, take it, deliver, adopt, read the turn), with every pair agent
+//! and enough idle agents to make `--agents` subscribed in the second window.
 
 use super::cluster::{Cluster, Runner};
+use super::compare::KungfuSide;
 use super::load::{Figures, Op, drive};
 use super::stats::{Summary, ms_text};
 use super::write::{create_thread, measured_connections, register};
@@ -25,6 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+/// The mixed workload's payload (`bench compare`'s default).
+const PAYLOAD_BYTES: usize = 1024;
 /// Agents of one thread (with the writers, under the default 256 members).
 const AGENTS_PER_THREAD: usize = 150;
 /// How long the run waits for deliveries to drain after a window.
@@ -39,6 +46,8 @@ pub struct Params {
     pub writers: u64,
     pub connections: u64,
     pub seconds: u64,
+    /// `bench compare`'s mixed agent cycle instead of asks.
+    pub mixed: bool,
 }
 
 #[derive(Debug)]
@@ -60,7 +69,7 @@ impl Report {
     pub fn to_json(&self) -> Value {
         let p = &self.params;
         json!({
-            "params": {"nodes": self.nodes, "agents": p.agents, "writers": p.writers, "connections": p.connections, "seconds": p.seconds},
+            "params": {"nodes": self.nodes, "agents": p.agents, "writers": p.writers, "connections": p.connections, "seconds": p.seconds, "workload": if p.mixed { "mixed" } else { "asks" }},
             "without_targets": self.without.to_json(),
             "with_targets": self.with.to_json(),
             "throughput_ratio": (self.ratio() * 1000.0).round() / 1000.0,
@@ -72,15 +81,14 @@ impl Report {
 
     pub fn rows(&self) -> Vec<(&'static str, String)> {
         let lat = |f: &Figures| f.latency.map(|s| format!("p50 {} / p99 {}", ms_text(s.p50_us), ms_text(s.p99_us)));
+        let (no, set) = if self.params.mixed {
+            ("calls/s, no targets", "calls/s, targets set")
+        } else {
+            ("posts/s, no targets", "posts/s, targets set")
+        };
         vec![
-            (
-                "posts/s, no targets",
-                format!("{:.0} ({})", self.without.ops_per_sec(), lat(&self.without).unwrap_or_default()),
-            ),
-            (
-                "posts/s, targets set",
-                format!("{:.0} ({})", self.with.ops_per_sec(), lat(&self.with).unwrap_or_default()),
-            ),
+            (no, format!("{:.0} ({})", self.without.ops_per_sec(), lat(&self.without).unwrap_or_default())),
+            (set, format!("{:.0} ({})", self.with.ops_per_sec(), lat(&self.with).unwrap_or_default())),
             ("with / without", format!("{:.3}", self.ratio())),
             ("errors", format!("{} / {}", self.without.errors_text(), self.with.errors_text())),
             ("deliveries", format!("{} to {} agents", self.deliveries, self.agents_woken)),
@@ -197,6 +205,9 @@ impl Op for Asker {
 }
 
 pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Report, CliError> {
+    if p.mixed {
+        return run_mixed(opts, binary, p).await;
+    }
     let runner = Runner { extra_config: WAKE_CONFIG.to_string(), ..Runner::default() };
     let (cluster, leader) = Cluster::launch_with(opts, binary, runner).await?;
     let endpoints = cluster.endpoints_from(leader);
@@ -244,26 +255,62 @@ pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Repo
             })
             .collect()
     };
+    let subscribed: Vec<Client> = agents.iter().map(|(_, c)| c.clone()).collect();
+    let report = measure(&p, opts.nodes, askers, subscribed).await;
+    drop(cluster);
+    report
+}
+
+/// The mixed workload's run: one pair per writer going round `bench compare`'s agent cycle, every
+/// pair agent and `--agents` minus them idle agents subscribed in the second window.
+async fn run_mixed(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Report, CliError> {
+    let runner = Runner { extra_config: WAKE_CONFIG.to_string(), ..Runner::default() };
+    let (cluster, leader) = Cluster::launch_with(opts, binary, runner).await?;
+    let mut side = KungfuSide::on(cluster, leader, p.connections, PAYLOAD_BYTES).await?;
+    let writers = p.writers as usize;
+    side.ensure_pairs(writers).await?;
+    let idle = (p.agents as usize).saturating_sub(2 * writers);
+    progress(format!("registering {idle} idle agent(s)"));
+    let setup = side.setup().clone();
+    let mut subscribed = side.pair_agents(writers);
+    subscribed.extend(
+        bounded(idle as u64, 32, |_| {
+            let setup = setup.clone();
+            async move { Ok::<Client, CliError>(setup.register(None).await?.client) }
+        })
+        .await?,
+    );
+    measure(&p, opts.nodes, |_| side.cycles(writers), subscribed).await
+}
+
+/// Both windows: the load with no target, then with one target per `subscribed` agent, and the
+/// fact-to-delivery latency of every delivery whose change fell in the second.
+async fn measure<O: Op>(
+    p: &Params,
+    nodes: u16,
+    ops: impl Fn(usize) -> Vec<O>,
+    subscribed: Vec<Client>,
+) -> Result<Report, CliError> {
     let window = Duration::from_secs(p.seconds);
-    progress(format!("{} writer(s) asking, no wake targets, {} s", p.writers, p.seconds));
-    let without = drive(askers(0), Duration::from_secs(2), window).await?;
+    progress(format!("{} writer(s), no wake targets, {} s", p.writers, p.seconds));
+    let without = drive(ops(0), Duration::from_secs(2), window).await?;
 
     let (port, got) = receiver().await?;
     let url = format!("http://127.0.0.1:{port}/wake");
-    progress(format!("setting {} wake target(s)", agents.len()));
-    bounded(agents.len() as u64, 32, |i| {
-        let (c, url) = (agents[i].1.clone(), url.clone());
+    progress(format!("setting {} wake target(s)", subscribed.len()));
+    bounded(subscribed.len() as u64, 32, |i| {
+        let (c, url) = (subscribed[i].clone(), url.clone());
         async move {
             c.set_wake_target(pb::SetWakeTargetRequest { url, ..Default::default() }, None).await?;
             Ok::<(), CliError>(())
         }
     })
     .await?;
-    // Every agent's turn already holds work: its first event reports it. Let those drain.
+    // An agent whose turn already holds work gets a first event reporting it. Let those drain.
     tokio::time::sleep(DRAIN).await;
-    progress(format!("{} writer(s) asking, every agent subscribed, {} s", p.writers, p.seconds));
+    progress(format!("{} writer(s), {} agent(s) subscribed, {} s", p.writers, subscribed.len(), p.seconds));
     let from_us = now_us();
-    let with = drive(askers(1_000_003), Duration::ZERO, window).await?;
+    let with = drive(ops(1_000_003), Duration::ZERO, window).await?;
     let until_us = now_us();
     tokio::time::sleep(DRAIN).await;
     let got: Vec<Got> = got.lock().map(|g| g.clone()).unwrap_or_default();
@@ -273,10 +320,9 @@ pub async fn run(opts: &BenchCluster, binary: PathBuf, p: Params) -> Result<Repo
         .map(|g| g.arrived_us - g.changed_at_us)
         .collect();
     let agents_woken = got.iter().map(|g| g.agent.as_str()).collect::<std::collections::BTreeSet<_>>().len();
-    drop(cluster);
     Ok(Report {
-        params: p,
-        nodes: opts.nodes,
+        params: p.clone(),
+        nodes,
         without,
         with,
         deliveries: got.len(),
