@@ -231,3 +231,38 @@ fn bench_instructions_counts_each_phase_under_callgrind_and_leaves_nothing_behin
         assert!(f(p, "seconds") > 0.0, "{v:#}");
     }
 }
+
+/// `kungfu bench wake` under both loads: writes go through without and with targets, and
+/// deliveries arrive with a fact-to-delivery latency for changes of the second window.
+#[test]
+fn bench_wake_delivers_under_both_workloads_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for workload in ["asks", "mixed"] {
+        let v = bench(
+            dir.path(),
+            &[
+                "wake",
+                "--nodes",
+                "1",
+                "--agents",
+                "6",
+                "--writers",
+                "2",
+                "--connections",
+                "2",
+                "--seconds",
+                "1",
+                "--workload",
+                workload,
+            ],
+        );
+        assert_eq!(v["bench"], "wake");
+        assert_machine_and_server(&v);
+        assert_eq!(v["params"]["workload"], workload, "{v:#}");
+        assert!(f(&v, "without_targets.ops") > 0.0 && f(&v, "with_targets.ops") > 0.0, "{v:#}");
+        assert!(f(&v, "deliveries") >= 1.0, "{v:#}");
+        let (n, p50, max) =
+            (f(&v, "fact_to_delivery_ms.count"), f(&v, "fact_to_delivery_ms.p50"), f(&v, "fact_to_delivery_ms.max"));
+        assert!(n >= 1.0 && 0.0 <= p50 && p50 <= max, "a latency for changes of the second window: {v:#}");
+    }
+}
