@@ -48,7 +48,8 @@ use kungfu_core::watch::{TurnCursor, turn_digest, wake_digest};
 use kungfu_raft::feed::FeedEvent;
 use kungfu_raft::node::caught_up_in;
 use kungfu_types::{AgentId, Code, GroupId, Rejection, Timestamp, WakeSecret, WakeTargetId};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
@@ -178,6 +179,11 @@ struct Deliverer {
     confirmed: Option<Instant>,
     group: GroupId,
     targets: HashMap<WakeTargetId, Live>,
+    /// Targets with an event outstanding, none in flight and no retry ahead: the next sends.
+    ready: BTreeSet<WakeTargetId>,
+    /// Retries ahead, earliest first, as `(when, target, sequence)`. An entry is acted on only if
+    /// it still describes its target (checked when it comes due): no scan of every target per loop.
+    retry_at: BinaryHeap<Reverse<(Instant, WakeTargetId, u64)>>,
     by_agent: HashMap<AgentId, BTreeSet<WakeTargetId>>,
     dirty: BTreeMap<AgentId, Timestamp>,
     /// When an item of an agent's turn turns `wait` (its deadline passes with no command).
@@ -197,6 +203,8 @@ impl Deliverer {
             confirmed: None,
             group,
             targets: HashMap::new(),
+            ready: BTreeSet::new(),
+            retry_at: BinaryHeap::new(),
             by_agent: HashMap::new(),
             dirty: BTreeMap::new(),
             due: BTreeMap::new(),
@@ -215,6 +223,8 @@ impl Deliverer {
     fn load(&mut self) -> Result<(), kungfu_core::StateError> {
         self.sends.abort_all();
         self.targets.clear();
+        self.ready.clear();
+        self.retry_at.clear();
         self.by_agent.clear();
         self.due.clear();
         self.acks.clear();
@@ -244,6 +254,7 @@ impl Deliverer {
                     self.acks.push((l.t.agent, l.t.id, e.seq));
                 }
             }
+            self.ready.clear();
         }
         metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
         Ok(())
@@ -255,8 +266,41 @@ impl Deliverer {
             .outstanding()
             .and_then(|e| self.retries.lock().get(&(t.id, e.seq)).copied())
             .map_or((0, None), |(n, at)| (n, Some(at)));
-        self.targets.insert(t.id, Live { t, in_flight: false, attempts, retry_at });
+        let id = t.id;
+        self.targets.insert(id, Live { t, in_flight: false, attempts, retry_at });
+        self.classify(id);
         metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
+    }
+
+    /// Files a target under what it waits for after any change to it: ready to send, a retry
+    /// ahead, or nothing (no event outstanding, one in flight, given up, removed).
+    fn classify(&mut self, id: WakeTargetId) {
+        self.ready.remove(&id);
+        let Some(l) = self.targets.get(&id) else { return };
+        let Some(e) = l.t.outstanding().filter(|_| !l.in_flight) else { return };
+        match l.retry_at {
+            Some(at) if at > Instant::now() => self.retry_at.push(Reverse((at, id, e.seq))),
+            _ => {
+                self.ready.insert(id);
+            }
+        }
+    }
+
+    /// Moves the retries now due to the ready set; stale entries (the target's event was
+    /// delivered, replaced or given up on, or its retry moved) are dropped.
+    fn retries_due(&mut self, now: Instant) {
+        while let Some(Reverse((at, id, seq))) = self.retry_at.peek().copied() {
+            if at > now {
+                return;
+            }
+            self.retry_at.pop();
+            let current = self.targets.get(&id).is_some_and(|l| {
+                !l.in_flight && l.retry_at == Some(at) && l.t.outstanding().is_some_and(|e| e.seq == seq)
+            });
+            if current {
+                self.ready.insert(id);
+            }
+        }
     }
 
     /// Folds one applied command's wake facts into the targets, and marks the agents whose turn
@@ -284,6 +328,7 @@ impl Deliverer {
                 }
                 WakeTargetRemoved { target, agent } => {
                     self.targets.remove(target);
+                    self.ready.remove(target);
                     metrics::gauge!("kungfu_wake_targets").set(self.targets.len() as f64);
                     if let Some(set) = self.by_agent.get_mut(agent) {
                         set.remove(target);
@@ -298,11 +343,13 @@ impl Deliverer {
                         l.attempts = 0;
                         l.retry_at = None;
                     }
+                    self.classify(*target);
                 }
                 WakeDelivered { target, agent, seq } => {
                     if let Some(l) = self.targets.get_mut(target) {
                         l.t.delivered = l.t.delivered.max(*seq);
                     }
+                    self.classify(*target);
                     self.retries.lock().retain(|(t, s), _| t != target || s > seq);
                     // The next change, if any, may now be queued.
                     self.dirty.entry(*agent).or_insert(at);
@@ -311,6 +358,7 @@ impl Deliverer {
                     if let Some(l) = self.targets.get_mut(target) {
                         l.t.failed = Some(failure.clone());
                     }
+                    self.classify(*target);
                 }
                 _ => {}
             }
@@ -411,40 +459,27 @@ impl Deliverer {
         }
     }
 
-    /// The earliest retry still ahead of a target waiting for one (one already due waits for
-    /// `start_sends`, which a round's confirmation unblocks: never a spin on a past time).
+    /// The earliest retry still ahead (one already due waits for `start_sends`, which a round's
+    /// confirmation unblocks: never a spin on a past time). A stale entry may wake the loop once.
     fn next_retry(&self) -> Option<Instant> {
         let now = Instant::now();
-        self.targets
-            .values()
-            .filter(|l| !l.in_flight && l.t.outstanding().is_some())
-            .filter_map(|l| l.retry_at)
-            .filter(|at| *at > now)
-            .min()
+        self.retry_at.peek().map(|Reverse((at, _, _))| *at).filter(|at| *at > now)
     }
 
-    /// Starts an attempt for every target with an event outstanding, none in flight and no retry
-    /// pending, up to `max_in_flight`, while a quorum recently confirmed this node leads.
+    /// Starts an attempt for every ready target, up to `max_in_flight`, while a quorum recently
+    /// confirmed this node leads.
     fn start_sends(&mut self) {
         let max = self.b.config.wake.max_in_flight;
         let now = Instant::now();
+        self.retries_due(now);
         let fresh = Duration::from_millis(2 * self.b.config.wake.coalesce_ms.max(1) + 200);
         if !self.confirmed.is_some_and(|at| now.saturating_duration_since(at) <= fresh) {
             return;
         }
-        let mut ready: Vec<WakeTargetId> = self
-            .targets
-            .values()
-            .filter(|l| !l.in_flight && l.t.outstanding().is_some() && l.retry_at.is_none_or(|r| r <= now))
-            .map(|l| l.t.id)
-            .collect();
-        ready.sort_unstable();
-        for id in ready {
-            if self.sends.len() >= max {
-                return;
-            }
+        while self.sends.len() < max {
+            let Some(id) = self.ready.pop_first() else { return };
             let Some(l) = self.targets.get_mut(&id) else { continue };
-            let Some(e) = l.t.outstanding() else { continue };
+            let Some(e) = l.t.outstanding().filter(|_| !l.in_flight) else { continue };
             l.in_flight = true;
             let (group, agent, url, secret, sender) =
                 (self.group, l.t.agent, l.t.url.clone(), l.t.secret, self.sender.clone());
@@ -468,7 +503,11 @@ impl Deliverer {
         let give_up_after = self.b.config.wake.give_up_after_secs;
         let Some(l) = self.targets.get_mut(&a.target) else { return };
         l.in_flight = false;
-        let Some(e) = l.t.outstanding().filter(|e| e.seq == a.seq) else { return };
+        let Some(e) = l.t.outstanding().filter(|e| e.seq == a.seq) else {
+            // Replaced or given up on meanwhile: whatever is outstanding now is filed afresh.
+            self.classify(a.target);
+            return;
+        };
         match a.outcome {
             send::Outcome::Delivered { .. } => {
                 metrics::counter!("kungfu_wake_deliveries_total", "outcome" => "delivered").increment(1);
@@ -495,13 +534,14 @@ impl Deliverer {
                 }
             }
         }
+        self.classify(a.target);
     }
 
     /// One coalescing round: the dirty agents' turns read, new events queued, and the round's
     /// events, acknowledgments and give-ups recorded in one command.
     async fn round(&mut self) -> Result<(), Ended> {
         // Events wait to be sent: confirm with a quorum that this node still leads first.
-        if self.targets.values().any(|l| !l.in_flight && l.t.outstanding().is_some()) {
+        if !self.ready.is_empty() || self.retry_at.peek().is_some_and(|Reverse((at, _, _))| *at <= Instant::now()) {
             match self.b.node.linearizable().await {
                 Ok(()) => self.confirmed = Some(Instant::now()),
                 Err(kungfu_raft::WriteError::NotLeader { .. }) => return Err(Ended::Lost),
